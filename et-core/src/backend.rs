@@ -1,0 +1,83 @@
+//! The `Backend` trait: what the CPU backend and the CUDA backend both implement.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use et_graph::ScheduleKind;
+use et_graph::schedule::Placement;
+
+use crate::dtype::Element;
+use crate::kernel::Kernel;
+use crate::raw::RawTensor;
+
+/// A tensor type that a backend launches kernels on.
+pub trait BackendTensor<T: Element> {
+    /// The kernel-argument view (address in the backend's memory, shape, strides).
+    fn raw(&self) -> RawTensor;
+}
+
+impl<T: Element> BackendTensor<T> for crate::Tensor<T> {
+    fn raw(&self) -> RawTensor {
+        crate::Tensor::raw(self)
+    }
+}
+
+/// Options of one launch. The defaults suit production runs.
+#[derive(Clone, Debug)]
+pub struct LaunchOptions {
+    /// Overrides the megakernel's schedule.
+    pub schedule: Option<ScheduleKind>,
+    /// Placement for static schedules.
+    pub placement: Placement,
+    /// Workers (CPU threads or CTAs); `None` picks the backend's default.
+    pub workers: Option<usize>,
+    /// CPU backend: seeded random placement, order and delays, to expose missing
+    /// dependencies.
+    pub chaos: Option<u64>,
+    /// The longest any single wait may take before the launch is aborted.
+    pub watchdog: Duration,
+    /// Write a Chrome/Perfetto trace of the launch to this file.
+    pub trace: Option<PathBuf>,
+}
+
+impl Default for LaunchOptions {
+    fn default() -> Self {
+        LaunchOptions {
+            schedule: None,
+            placement: Placement::default(),
+            workers: None,
+            chaos: None,
+            watchdog: Duration::from_secs(2),
+            trace: std::env::var_os("ET_TRACE").map(PathBuf::from),
+        }
+    }
+}
+
+/// What a launch did.
+#[derive(Clone, Debug)]
+pub struct LaunchReport {
+    /// Backend description, e.g. `cpu (4 workers)` or `cuda: NVIDIA H200`.
+    pub backend: String,
+    /// Schedule used.
+    pub schedule: ScheduleKind,
+    /// Tasks executed.
+    pub tasks: u32,
+    /// Workers (threads or CTAs).
+    pub workers: usize,
+    /// Time of the kernel itself (device events on the GPU, wall clock on the CPU).
+    pub elapsed: Duration,
+    /// Whether this launch compiled the kernel (false when it came from a cache).
+    pub compiled: bool,
+}
+
+/// A place megakernels run: the CPU backend ([`crate::Cpu`]) or `et_device::Cuda`.
+pub trait Backend {
+    /// The backend's tensor type.
+    type Tensor<T: Element>: BackendTensor<T>;
+
+    /// A short description (`cpu`, `cuda: NVIDIA H200`).
+    fn describe(&self) -> String;
+
+    /// Runs `kernel` once over `args` (in signature order) and waits for it.
+    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> crate::Result<LaunchReport>;
+}

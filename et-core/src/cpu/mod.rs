@@ -1,0 +1,92 @@
+//! The CPU backend: worker threads play the SMs and run the same event protocol with
+//! `AtomicU32` acquire/release counters, calling the tile ops' CPU references.
+//!
+//! It is what a machine without a GPU runs, and the reference GPU results are checked
+//! against. [`LaunchOptions::chaos`] randomises placement, order and timing under a seed
+//! to expose missing dependencies; a deadlock is detected exactly (every live worker
+//! blocked on an incomplete element, or an empty ready queue with nothing running) and
+//! returned as [`Error::Deadlock`] instead of hanging.
+
+mod context;
+mod exec;
+mod monitor;
+
+pub use context::TaskContext;
+
+use et_graph::resolve::LaunchTensors;
+use et_graph::Resolved;
+
+use crate::backend::{Backend, LaunchOptions, LaunchReport};
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::raw::RawTensor;
+use crate::tensor::Tensor;
+
+/// The CPU backend.
+#[derive(Clone, Debug)]
+pub struct Cpu {
+    workers: usize,
+}
+
+impl Default for Cpu {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Cpu {
+    /// A CPU backend with one worker per available core (at least 2).
+    pub fn new() -> Self {
+        let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        Cpu { workers: n.clamp(2, 16) }
+    }
+
+    /// A CPU backend with `workers` threads.
+    pub fn with_workers(workers: usize) -> Self {
+        Cpu { workers: workers.max(1) }
+    }
+
+    /// Default worker count.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+}
+
+/// The launch's host tensors, as resolution sees them.
+pub(crate) struct HostTensors<'a>(pub &'a [RawTensor]);
+
+impl LaunchTensors for HostTensors<'_> {
+    fn shape(&self, t: u16) -> Vec<i64> {
+        self.0[t as usize].shape.clone()
+    }
+
+    fn read_integers(&self, t: u16) -> Vec<i64> {
+        let raw = &self.0[t as usize];
+        let n = raw.len();
+        // SAFETY: `raw` comes from a live `&Tensor` borrowed for the whole launch (the
+        // generated `launch` holds the borrow); integer dtypes are 4 bytes.
+        unsafe {
+            match raw.dtype {
+                DType::I32 => std::slice::from_raw_parts(raw.addr as *const i32, n).iter().map(|&v| v as i64).collect(),
+                DType::U32 => std::slice::from_raw_parts(raw.addr as *const u32, n).iter().map(|&v| v as i64).collect(),
+                other => panic!("tensor {t} of dtype {other} read as indices"),
+            }
+        }
+    }
+}
+
+impl Backend for Cpu {
+    type Tensor<T: Element> = Tensor<T>;
+
+    fn describe(&self) -> String {
+        format!("cpu ({} workers)", self.workers)
+    }
+
+    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> Result<LaunchReport> {
+        kernel.check_dtypes(args)?;
+        let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;
+        let workers = options.workers.unwrap_or(if options.chaos.is_some() { 4 } else { self.workers });
+        exec::run(kernel, resolved, args, options, workers)
+    }
+}

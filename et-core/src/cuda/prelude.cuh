@@ -1,0 +1,304 @@
+// et CUDA prelude: types, tiles and the event protocol shared by every megakernel.
+// Compiled by NVRTC ahead of the op library and the generated kernel; needs no headers.
+#pragma once
+
+#define ET_MAX_RANK 4
+
+namespace et {
+
+// ---------------------------------------------------------------- scalar types
+struct bf16 { unsigned short bits; };
+struct f16 { unsigned short bits; };
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(int v) { return (float)v; }
+__device__ __forceinline__ float to_float(unsigned int v) { return (float)v; }
+__device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(((unsigned int)v.bits) << 16); }
+__device__ __forceinline__ float to_float(f16 v) {
+    unsigned int h = v.bits, sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return __uint_as_float(sign);
+        float f = (float)man * 5.9604644775390625e-8f; // 2^-24
+        return sign ? -f : f;
+    }
+    return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+template <class T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ int from_float<int>(float v) { return (int)v; }
+template <> __device__ __forceinline__ unsigned int from_float<unsigned int>(float v) { return (unsigned int)v; }
+template <> __device__ __forceinline__ bf16 from_float<bf16>(float v) {
+    unsigned int u = __float_as_uint(v);
+    bf16 r;
+    if ((u & 0x7fffffffu) > 0x7f800000u) { r.bits = 0x7fc0; return r; } // NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                                     // round to nearest even
+    r.bits = (unsigned short)(u >> 16);
+    return r;
+}
+template <> __device__ __forceinline__ f16 from_float<f16>(float v) {
+    unsigned int u = __float_as_uint(v), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    f16 r;
+    if (a > 0x7f800000u) { r.bits = (unsigned short)(sign | 0x7e00u); return r; }
+    if (a >= 0x477ff000u) { r.bits = (unsigned short)(sign | 0x7c00u); return r; } // overflow to inf
+    if (a < 0x38800000u) { // subnormal or zero: scale by 2^24 and round to nearest even
+        float f = __uint_as_float(a) * 16777216.0f;
+        r.bits = (unsigned short)(sign | (unsigned int)__float2uint_rn(f));
+        return r;
+    }
+    unsigned int m = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
+    r.bits = (unsigned short)(sign | (m >> 13));
+    return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// ---------------------------------------------------------------- tensors and tiles
+// A kernel argument: must match et_device's `#[repr(C)] TensorArg`.
+struct TensorArg {
+    void* ptr;
+    long long shape[ET_MAX_RANK];
+    long long stride[ET_MAX_RANK];
+};
+
+template <class T, int R>
+struct Tile {
+    T* ptr;
+    int shape[R];
+    long long stride[R];
+
+    __device__ __forceinline__ int numel() const {
+        int n = 1;
+        for (int d = 0; d < R; ++d) n *= shape[d];
+        return n;
+    }
+    // Row-major position k of the tile.
+    __device__ __forceinline__ T& flat(int k) const {
+        long long off = 0;
+        for (int d = R - 1; d >= 0; --d) { off += (long long)(k % shape[d]) * stride[d]; k /= shape[d]; }
+        return ptr[off];
+    }
+    // Position k of dimension 0, other coordinates 0.
+    __device__ __forceinline__ T& row(int k) const { return ptr[(long long)k * stride[0]]; }
+    __device__ __forceinline__ T& operator()(int i) const { return ptr[(long long)i * stride[0]]; }
+    __device__ __forceinline__ T& operator()(int i, int j) const { return ptr[(long long)i * stride[0] + (long long)j * stride[1]]; }
+    __device__ __forceinline__ T& operator()(int i, int j, int k) const {
+        return ptr[(long long)i * stride[0] + (long long)j * stride[1] + (long long)k * stride[2]];
+    }
+};
+
+template <class T, int R>
+__device__ __forceinline__ Tile<T, R> make_tile(const TensorArg& t, const long long (&index)[R], const int (&size)[R]) {
+    Tile<T, R> tile;
+    long long off = 0;
+    for (int d = 0; d < R; ++d) {
+        off += index[d] * (long long)size[d] * t.stride[d];
+        tile.shape[d] = size[d];
+        tile.stride[d] = t.stride[d];
+    }
+    tile.ptr = reinterpret_cast<T*>(t.ptr) + off;
+    return tile;
+}
+
+// Reads an integer (i32 or u32 by `is_unsigned`) at a position of an index tensor.
+template <int R>
+__device__ __forceinline__ long long load_index(const TensorArg& t, const long long (&at)[R], bool is_unsigned) {
+    long long off = 0;
+    for (int d = 0; d < R; ++d) off += at[d] * t.stride[d];
+    const unsigned int raw = reinterpret_cast<const unsigned int*>(t.ptr)[off];
+    return is_unsigned ? (long long)raw : (long long)(int)raw;
+}
+
+// ---------------------------------------------------------------- runtime state
+// Must match et_device's `#[repr(C)] Runtime`.
+struct Runtime {
+    unsigned int* counters;              // one per event element, monotonic across launches
+    const unsigned int* targets;         // signals per launch that complete each element
+    const long long* event_offset;       // first counter of each event
+    const unsigned int* queue_offsets;   // static: per CTA, grid + 1 entries
+    const unsigned int* queue_tasks;     // static: task ids
+    const unsigned int* group_first;     // first task of each group, n_groups + 1 entries
+    const long long* group_domain;       // n_groups * ET_MAX_RANK extents
+    const unsigned int* seeds;           // dynamic: tasks ready at start
+    const unsigned int* consumer_offsets;// dynamic: element -> consumer tasks (CSR)
+    const unsigned int* consumers;
+    const unsigned int* pending_init;    // dynamic: incomplete waited elements per task
+    unsigned int* dyn_state;             // dynamic: [head, tail, pending_done[n_tasks], ready[n_tasks]], zeroed per launch
+    unsigned int* abort_flag;            // set once by the watchdog
+    unsigned long long* error;           // [task, element, value, expected]
+    unsigned long long* trace;           // 3 words per task, or null
+    unsigned long long watchdog_ns;
+    unsigned int epoch;                  // launches since the counters were zeroed, this one included
+    unsigned int n_tasks;
+    unsigned int n_seeds;
+    int n_groups;
+    int dynamic;
+    int pad;
+};
+
+__device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void red_release_add(unsigned int* p, unsigned int v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned int atom_acq_rel_add(unsigned int* p, unsigned int v) {
+    unsigned int old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ void st_release(unsigned int* p, unsigned int v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long global_timer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned int sm_id() {
+    unsigned int s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+
+// Per-CTA execution context.
+struct Ctx {
+    const Runtime& rt;
+    unsigned int task;
+    int* s_abort; // shared flag: the CTA must stop
+
+    __device__ Ctx(const Runtime& r, int* abort_smem) : rt(r), task(0), s_abort(abort_smem) {}
+
+    __device__ __forceinline__ bool aborted() const { return ld_acquire(rt.abort_flag) != 0; }
+
+    // Thread 0 raises the abort and records what it waited for.
+    __device__ void raise(unsigned int element, unsigned int value, unsigned int expected) {
+        if (atomicCAS(rt.abort_flag, 0u, 1u) == 0u) {
+            rt.error[0] = task;
+            rt.error[1] = element;
+            rt.error[2] = value;
+            rt.error[3] = expected;
+            __threadfence();
+        }
+    }
+
+    // Spins until `*p >= want` (wrapping compare), by thread 0 only; false on abort.
+    __device__ bool spin_until(const unsigned int* p, unsigned int want, unsigned int element, unsigned int expected) {
+        unsigned int v = ld_acquire(p);
+        if ((int)(v - want) >= 0) return true;
+        const unsigned long long start = global_timer();
+        unsigned int backoff = 32;
+        for (;;) {
+            __nanosleep(backoff);
+            if (backoff < 256) backoff <<= 1;
+            v = ld_acquire(p);
+            if ((int)(v - want) >= 0) return true;
+            if (ld_acquire(rt.abort_flag) != 0) return false;
+            if (global_timer() - start > rt.watchdog_ns) {
+                raise(element, v - (want - expected), expected);
+                return false;
+            }
+        }
+    }
+
+    // Waits for one element; every thread of the CTA calls it. False when the kernel
+    // is aborting (the task must return).
+    __device__ bool wait(long long element) {
+        if (threadIdx.x == 0) {
+            const unsigned int e = (unsigned int)element;
+            const unsigned int want = rt.epoch * rt.targets[e];
+            *s_abort = spin_until(rt.counters + e, want, e, rt.targets[e]) ? 0 : 1;
+        }
+        __syncthreads();
+        return *s_abort == 0;
+    }
+
+    // Signals one element; call after a CTA barrier that follows the task's writes.
+    __device__ void signal(long long element) {
+        if (threadIdx.x == 0) {
+            const unsigned int e = (unsigned int)element;
+            if (!rt.dynamic) {
+                red_release_add(rt.counters + e, 1u);
+            } else {
+                const unsigned int old = atom_acq_rel_add(rt.counters + e, 1u);
+                if (old + 1u == rt.epoch * rt.targets[e]) complete(e);
+            }
+        }
+    }
+
+    // Dynamic scheduling: element e completed, release its consumers.
+    __device__ void complete(unsigned int e) {
+        unsigned int* pending_done = rt.dyn_state + 2;
+        unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
+        for (unsigned int k = rt.consumer_offsets[e]; k < rt.consumer_offsets[e + 1]; ++k) {
+            const unsigned int c = rt.consumers[k];
+            if (atom_acq_rel_add(pending_done + c, 1u) + 1u == rt.pending_init[c]) {
+                const unsigned int slot = atomicAdd(rt.dyn_state + 1, 1u);
+                st_release(ready + slot, c + 1u);
+            }
+        }
+    }
+
+    // Next task for this CTA; false when there is none left (or on abort).
+    __device__ bool next(unsigned int& cursor, unsigned int& out) {
+        __shared__ unsigned int s_task;
+        __shared__ int s_more;
+        if (threadIdx.x == 0) {
+            s_more = 0;
+            if (ld_acquire(rt.abort_flag) == 0) {
+                if (!rt.dynamic) {
+                    const unsigned int k = rt.queue_offsets[blockIdx.x] + cursor;
+                    if (k < rt.queue_offsets[blockIdx.x + 1]) { s_task = rt.queue_tasks[k]; s_more = 1; }
+                    ++cursor;
+                } else {
+                    const unsigned int h = atomicAdd(rt.dyn_state, 1u);
+                    if (h < rt.n_seeds) {
+                        s_task = rt.seeds[h];
+                        s_more = 1;
+                    } else if (h < rt.n_tasks) {
+                        const unsigned int slot = h - rt.n_seeds;
+                        const unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
+                        if (spin_until(ready + slot, 1u, 0xffffffffu, 1u)) { s_task = ld_acquire(ready + slot) - 1u; s_more = 1; }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        out = s_task;
+        task = s_task;
+        const int more = s_more;
+        __syncthreads();
+        return more != 0;
+    }
+
+    // Decodes a task id into its group and tile indices (row-major in the domain).
+    __device__ int decode(unsigned int t, long long (&v)[ET_MAX_RANK]) const {
+        int g = 0;
+        while (g + 1 < rt.n_groups && t >= rt.group_first[g + 1]) ++g;
+        long long rest = t - rt.group_first[g];
+        for (int d = ET_MAX_RANK - 1; d >= 0; --d) {
+            const long long ext = rt.group_domain[g * ET_MAX_RANK + d];
+            v[d] = rest % ext;
+            rest /= ext;
+        }
+        return g;
+    }
+
+    __device__ __forceinline__ void trace_begin(unsigned int t) {
+        if (rt.trace && threadIdx.x == 0) {
+            rt.trace[3 * t] = ((unsigned long long)sm_id() << 32) | blockIdx.x;
+            rt.trace[3 * t + 1] = global_timer();
+        }
+    }
+    __device__ __forceinline__ void trace_end(unsigned int t) {
+        if (rt.trace && threadIdx.x == 0) rt.trace[3 * t + 2] = global_timer();
+    }
+};
+
+} // namespace et

@@ -1,0 +1,110 @@
+//! The error type of launches and backends.
+
+use std::fmt;
+
+use et_graph::ResolveError;
+
+/// One task blocked in a deadlock or stopped by the watchdog.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedWait {
+    /// The task, e.g. `total[3]`.
+    pub task: String,
+    /// The event element it waits for, e.g. `done[3]`.
+    pub element: String,
+    /// The counter's value in this launch.
+    pub value: u32,
+    /// The value that completes the element.
+    pub expected: u32,
+}
+
+impl fmt::Display for BlockedWait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {} waits on {} (count {} of {})", self.task, self.element, self.value, self.expected)
+    }
+}
+
+/// Everything that can go wrong in a launch.
+#[derive(Debug)]
+pub enum Error {
+    /// The tensors do not fit the megakernel's declaration.
+    Resolve(ResolveError),
+    /// A host tensor was built with an inconsistent shape.
+    Shape(String),
+    /// No task can make progress: every waiting task, its element and its count.
+    Deadlock {
+        /// The megakernel.
+        kernel: String,
+        /// The blocked waits (and, for the dynamic schedule, tasks never made ready).
+        blocked: Vec<BlockedWait>,
+    },
+    /// The device watchdog stopped the kernel: a wait exceeded the time limit.
+    Watchdog {
+        /// The megakernel.
+        kernel: String,
+        /// The wait that timed out.
+        wait: BlockedWait,
+        /// The limit.
+        limit: std::time::Duration,
+    },
+    /// A task panicked (a tile op's assertion on the CPU backend).
+    TaskPanic {
+        /// The task.
+        task: String,
+        /// The panic message.
+        message: String,
+    },
+    /// The backend is not available on this machine (no CUDA driver, no GPU, no NVRTC).
+    Unavailable(String),
+    /// Compiling the generated CUDA failed; the log names the user's file and line.
+    Compile {
+        /// The megakernel.
+        kernel: String,
+        /// NVRTC's log.
+        log: String,
+    },
+    /// A device API call failed.
+    Device(String),
+    /// Reading or writing a file (trace, cache) failed.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Resolve(e) => write!(f, "{e}"),
+            Error::Shape(m) => write!(f, "{m}"),
+            Error::Deadlock { kernel, blocked } => {
+                write!(f, "deadlock in megakernel `{kernel}`: no task can make progress")?;
+                for b in blocked {
+                    write!(f, "\n  {b}")?;
+                }
+                Ok(())
+            }
+            Error::Watchdog { kernel, wait, limit } => {
+                write!(f, "watchdog stopped megakernel `{kernel}` after {limit:?}: {wait}")
+            }
+            Error::TaskPanic { task, message } => write!(f, "task {task} panicked: {message}"),
+            Error::Unavailable(m) => write!(f, "backend unavailable: {m}"),
+            Error::Compile { kernel, log } => write!(f, "CUDA compilation of megakernel `{kernel}` failed:\n{log}"),
+            Error::Device(m) => write!(f, "device error: {m}"),
+            Error::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ResolveError> for Error {
+    fn from(e: ResolveError) -> Self {
+        Error::Resolve(e)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,58 @@
+use crate::dtype::Element;
+use crate::tile::{TileMut, TileRef};
+
+crate::tile_op! {
+    cuda = r#"
+template <class A, class B>
+__device__ void matmul(et::Tile<const A, 2> a, et::Tile<const B, 2> b, et::Tile<float, 2> c) {
+    const int m = c.shape[0], n = c.shape[1], kk = a.shape[1];
+    for (int e = threadIdx.x; e < m * n; e += blockDim.x) {
+        const int i = e / n, j = e % n;
+        float acc = 0.0f;
+        for (int k = 0; k < kk; ++k) acc += et::to_float(a(i, k)) * et::to_float(b(k, j));
+        c(i, j) = acc;
+    }
+}
+"#;
+    /// `c = a · b` with f32 accumulation: `a` is `m x k`, `b` is `k x n`, `c` is `m x n`
+    /// (overwritten).
+    pub fn matmul<A: Element, B: Element>(a: TileRef<'_, A, 2>, b: TileRef<'_, B, 2>, mut c: TileMut<'_, f32, 2>) {
+        let [m, k] = a.shape();
+        let [k2, n] = b.shape();
+        assert_eq!(k, k2, "matmul: inner extents differ");
+        assert_eq!(c.shape(), [m, n], "matmul: c shape");
+        for i in 0..m {
+            for j in 0..n {
+                let acc: f32 = (0..k).map(|p| a.get([i, p]).to_f32() * b.get([p, j]).to_f32()).sum();
+                c.set([i, j], acc);
+            }
+        }
+    }
+}
+
+crate::tile_op! {
+    cuda = r#"
+template <class W, class X>
+__device__ void gemv(et::Tile<const W, 2> w, et::Tile<const X, 1> x, et::Tile<float, 1> y) {
+    // one warp per output row
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int r = warp; r < w.shape[0]; r += warps) {
+        float acc = 0.0f;
+        for (int k = lane; k < w.shape[1]; k += 32) acc += et::to_float(w(r, k)) * et::to_float(x(k));
+        acc = et::warp_sum(acc);
+        if (lane == 0) y(r) = acc;
+    }
+}
+"#;
+    /// `y = w · x` with f32 accumulation: `w` is `n x k` (row-major weights), `x` has `k`
+    /// elements, `y` has `n` (overwritten).
+    pub fn gemv<W: Element, X: Element>(w: TileRef<'_, W, 2>, x: TileRef<'_, X, 1>, mut y: TileMut<'_, f32, 1>) {
+        let [n, k] = w.shape();
+        assert_eq!(x.shape(), [k], "gemv: x extent");
+        assert_eq!(y.shape(), [n], "gemv: y extent");
+        for r in 0..n {
+            let acc: f32 = (0..k).map(|p| w.get([r, p]).to_f32() * x.get([p]).to_f32()).sum();
+            y.set([r], acc);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+use crate::dtype::Element;
+use crate::tile::{TileMut, TileRef};
+
+crate::tile_op! {
+    cuda = r#"
+template <int D>
+__device__ void row_sum(et::Tile<const float, 2> src, et::Tile<float, D> dst) {
+    // one warp per row, lanes stride over the columns
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    for (int r = warp; r < src.shape[0]; r += warps) {
+        float acc = 0.0f;
+        for (int c = lane; c < src.shape[1]; c += 32) acc += src(r, c);
+        acc = et::warp_sum(acc);
+        if (lane == 0) dst.row(r) = acc;
+    }
+}
+"#;
+    /// `dst[r] = Σ_c src[r, c]`: sums each row of a rank-2 tile into position `r` of
+    /// dimension 0 of `dst` (of any rank, other extents 1).
+    pub fn row_sum<const D: usize>(src: TileRef<'_, f32, 2>, mut dst: TileMut<'_, f32, D>) {
+        let [rows, cols] = src.shape();
+        assert_eq!(dst.shape()[0], rows, "row_sum: dst has {} rows, src {rows}", dst.shape()[0]);
+        for r in 0..rows {
+            let acc: f32 = (0..cols).map(|c| src.get([r, c])).sum();
+            dst.set_row(r, acc);
+        }
+    }
+}
+
+crate::tile_op! {
+    cuda = r#"
+template <class O>
+__device__ void sum_splits(et::Tile<const float, 3> parts, et::Tile<O, 2> out) {
+    const int rows = out.shape[0], cols = out.shape[1], n = rows * cols;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        const int r = k / cols, c = k % cols;
+        float acc = 0.0f;
+        for (int s = 0; s < parts.shape[0]; ++s) acc += parts(s, r, c);
+        out(r, c) = et::from_float<O>(acc);
+    }
+}
+"#;
+    /// `out[r, c] = Σ_s parts[s, r, c]`, in f32, rounded once to `O`: the reduce step of
+    /// split-K.
+    pub fn sum_splits<O: Element>(parts: TileRef<'_, f32, 3>, mut out: TileMut<'_, O, 2>) {
+        let [splits, rows, cols] = parts.shape();
+        assert_eq!(out.shape(), [rows, cols], "sum_splits: shapes");
+        for r in 0..rows {
+            for c in 0..cols {
+                let acc: f32 = (0..splits).map(|s| parts.get([s, r, c])).sum();
+                out.set([r, c], O::from_f32(acc));
+            }
+        }
+    }
+}

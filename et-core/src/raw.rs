@@ -1,0 +1,35 @@
+//! The backend-neutral description of a tensor passed to a launch.
+
+use crate::dtype::DType;
+
+/// A tensor as a kernel argument: an address in the backend's memory (host or device),
+/// a dtype, a shape and strides (in elements).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawTensor {
+    /// Address of element 0 in the backend's address space.
+    pub addr: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Extents.
+    pub shape: Vec<i64>,
+    /// Strides in elements.
+    pub strides: Vec<i64>,
+}
+
+impl RawTensor {
+    /// A contiguous row-major tensor at `addr`.
+    pub fn new(addr: u64, dtype: DType, shape: &[usize]) -> Self {
+        let strides = crate::tensor::row_major_strides(shape).into_iter().map(|s| s as i64).collect();
+        RawTensor { addr, dtype, shape: shape.iter().map(|&s| s as i64).collect(), strides }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product::<i64>().max(0) as usize
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,210 @@
+//! Tiles: the rectangular pieces of tensors that tile ops read and write.
+//!
+//! Inside a tile body, each tensor parameter is bound to an [`InTensor`] (for `&Tensor`)
+//! or an [`OutTensor`] (for `&mut Tensor`); `t.tile([i, j], [32, 32])` cuts the tile at
+//! tile coordinates `(i, j)` of extent `32 x 32`, i.e. rows `32i .. 32i + 32` and columns
+//! `32j .. 32j + 32`. Tile ops take [`TileRef`] (read) and [`TileMut`] (write) arguments,
+//! so Rust checks the dtype, rank and direction of every argument at the call site.
+
+use std::marker::PhantomData;
+
+use crate::dtype::Element;
+use crate::raw::RawTensor;
+
+/// A read-only tensor parameter inside a tile body.
+#[derive(Clone, Copy)]
+pub struct InTensor<'a, T: Element> {
+    view: View<'a, T>,
+}
+
+/// A written tensor parameter inside a tile body.
+#[derive(Clone, Copy)]
+pub struct OutTensor<'a, T: Element> {
+    view: View<'a, T>,
+}
+
+#[derive(Clone, Copy)]
+struct View<'a, T> {
+    ptr: *mut T,
+    shape: &'a [i64],
+    strides: &'a [i64],
+}
+
+impl<'a, T: Element> View<'a, T> {
+    /// # Safety
+    /// `raw` describes live host memory holding `T`s for the lifetime `'a`.
+    unsafe fn new(raw: &'a RawTensor) -> Self {
+        assert_eq!(raw.dtype, T::DTYPE, "tensor dtype");
+        View { ptr: raw.addr as *mut T, shape: &raw.shape, strides: &raw.strides }
+    }
+
+    fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> (*mut T, [usize; R], [isize; R]) {
+        assert_eq!(R, self.shape.len(), "tile rank must equal the tensor's rank");
+        let mut offset = 0isize;
+        let mut strides = [0isize; R];
+        for d in 0..R {
+            let start = index[d] * size[d] as i64;
+            assert!(
+                start >= 0 && start + size[d] as i64 <= self.shape[d],
+                "tile {index:?} x {size:?} is outside a tensor of shape {:?}",
+                self.shape
+            );
+            offset += (start * self.strides[d]) as isize;
+            strides[d] = self.strides[d] as isize;
+        }
+        // SAFETY: the offset was checked to lie inside the tensor.
+        (unsafe { self.ptr.offset(offset) }, size, strides)
+    }
+}
+
+impl<'a, T: Element> InTensor<'a, T> {
+    /// Binds a launch argument.
+    ///
+    /// # Safety
+    /// `raw` must describe live host memory holding `T`s, readable for `'a`, that no
+    /// task writes while this task reads it (the megakernel's events guarantee that).
+    pub unsafe fn bind(raw: &'a RawTensor) -> Self {
+        // SAFETY: forwarded to the caller.
+        InTensor { view: unsafe { View::new(raw) } }
+    }
+
+    /// The tile at tile coordinates `index` with extents `size`.
+    pub fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileRef<'a, T, R> {
+        let (ptr, shape, strides) = self.view.tile(index, size);
+        TileRef { ptr, shape, strides, _life: PhantomData }
+    }
+
+    /// The tensor's extents.
+    pub fn shape(&self) -> &'a [i64] {
+        self.view.shape
+    }
+}
+
+impl<'a, T: Element> OutTensor<'a, T> {
+    /// Binds a launch argument.
+    ///
+    /// # Safety
+    /// As [`InTensor::bind`], and the memory is writable, and no other task touches the
+    /// tiles this task writes while it runs.
+    pub unsafe fn bind(raw: &'a RawTensor) -> Self {
+        // SAFETY: forwarded to the caller.
+        OutTensor { view: unsafe { View::new(raw) } }
+    }
+
+    /// The tile at tile coordinates `index` with extents `size`, writable.
+    pub fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileMut<'a, T, R> {
+        let (ptr, shape, strides) = self.view.tile(index, size);
+        TileMut { ptr, shape, strides, _life: PhantomData }
+    }
+
+    /// The same tile, read-only (an output read back by a later op of the same task).
+    pub fn tile_ref<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileRef<'a, T, R> {
+        let (ptr, shape, strides) = self.view.tile(index, size);
+        TileRef { ptr, shape, strides, _life: PhantomData }
+    }
+
+    /// The tensor's extents.
+    pub fn shape(&self) -> &'a [i64] {
+        self.view.shape
+    }
+}
+
+/// A read-only tile of rank `R`.
+#[derive(Clone, Copy)]
+pub struct TileRef<'a, T, const R: usize> {
+    ptr: *const T,
+    shape: [usize; R],
+    strides: [isize; R],
+    _life: PhantomData<&'a T>,
+}
+
+/// A writable tile of rank `R`.
+pub struct TileMut<'a, T, const R: usize> {
+    ptr: *mut T,
+    shape: [usize; R],
+    strides: [isize; R],
+    _life: PhantomData<&'a mut T>,
+}
+
+fn offset<const R: usize>(shape: &[usize; R], strides: &[isize; R], idx: [usize; R]) -> isize {
+    let mut off = 0;
+    for d in 0..R {
+        assert!(idx[d] < shape[d], "index {idx:?} outside tile {shape:?}");
+        off += idx[d] as isize * strides[d];
+    }
+    off
+}
+
+impl<T: Element, const R: usize> TileRef<'_, T, R> {
+    /// Extents.
+    pub fn shape(&self) -> [usize; R] {
+        self.shape
+    }
+
+    /// The element at `idx` (tile coordinates).
+    #[inline]
+    pub fn get(&self, idx: [usize; R]) -> T {
+        // SAFETY: `offset` checks idx against the tile, which lies inside its tensor.
+        unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) }
+    }
+
+    /// The element at position `k` of dimension 0 (other coordinates 0).
+    #[inline]
+    pub fn get_row(&self, k: usize) -> T {
+        let mut idx = [0; R];
+        idx[0] = k;
+        self.get(idx)
+    }
+}
+
+impl<T: Element, const R: usize> TileMut<'_, T, R> {
+    /// Extents.
+    pub fn shape(&self) -> [usize; R] {
+        self.shape
+    }
+
+    /// The element at `idx`.
+    #[inline]
+    pub fn get(&self, idx: [usize; R]) -> T {
+        // SAFETY: as TileRef::get.
+        unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) }
+    }
+
+    /// Writes the element at `idx`.
+    #[inline]
+    pub fn set(&mut self, idx: [usize; R], v: T) {
+        // SAFETY: as TileRef::get; the task owns this tile while it runs.
+        unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) = v }
+    }
+
+    /// Writes position `k` of dimension 0 (other coordinates 0).
+    #[inline]
+    pub fn set_row(&mut self, k: usize, v: T) {
+        let mut idx = [0; R];
+        idx[0] = k;
+        self.set(idx, v)
+    }
+}
+
+/// Visits every index of a box of extents `shape`, row-major.
+pub fn for_each_index<const R: usize>(shape: [usize; R], mut f: impl FnMut([usize; R])) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut idx = [0usize; R];
+    loop {
+        f(idx);
+        let mut d = R;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Affine expressions over tile indices and dims, and interval reasoning over them.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::spec::{DimKind, DimSpec, List};
+
+/// A variable of an affine expression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Term {
+    /// The `n`-th tile index of the enclosing tile group.
+    Var(u16),
+    /// The `n`-th dim of the megakernel.
+    Dim(u16),
+}
+
+/// `constant + Σ coefficient · term`, kept normalised: terms sorted, merged, non-zero.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Affine {
+    /// The constant part.
+    pub constant: i64,
+    /// `(term, coefficient)` pairs.
+    pub terms: List<(Term, i64)>,
+}
+
+impl Affine {
+    /// The constant `c`.
+    pub const fn constant(c: i64) -> Affine {
+        Affine { constant: c, terms: Cow::Borrowed(&[]) }
+    }
+
+    /// A single term with coefficient 1.
+    pub fn term(t: Term) -> Affine {
+        Affine { constant: 0, terms: Cow::Owned(vec![(t, 1)]) }
+    }
+
+    /// Builds a normalised expression from unsorted, possibly repeated terms.
+    pub fn from_terms(constant: i64, terms: impl IntoIterator<Item = (Term, i64)>) -> Affine {
+        let mut v: Vec<(Term, i64)> = Vec::new();
+        for (t, c) in terms {
+            match v.iter_mut().find(|(u, _)| *u == t) {
+                Some((_, acc)) => *acc += c,
+                None => v.push((t, c)),
+            }
+        }
+        v.retain(|(_, c)| *c != 0);
+        v.sort();
+        Affine { constant, terms: Cow::Owned(v) }
+    }
+
+    /// The constant value, if the expression has no terms.
+    pub fn as_constant(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.constant)
+    }
+
+    /// Whether the expression mentions any tile index.
+    pub fn has_vars(&self) -> bool {
+        self.terms.iter().any(|(t, _)| matches!(t, Term::Var(_)))
+    }
+
+    /// `self + other`.
+    pub fn add(&self, other: &Affine) -> Affine {
+        Affine::from_terms(
+            self.constant + other.constant,
+            self.terms.iter().chain(other.terms.iter()).copied(),
+        )
+    }
+
+    /// `self - other`.
+    pub fn sub(&self, other: &Affine) -> Affine {
+        self.add(&other.scale(-1))
+    }
+
+    /// `k · self`.
+    pub fn scale(&self, k: i64) -> Affine {
+        Affine::from_terms(self.constant * k, self.terms.iter().map(|&(t, c)| (t, c * k)))
+    }
+
+    /// Evaluates with concrete tile indices and dims.
+    pub fn eval(&self, vars: &[i64], dims: &[i64]) -> i64 {
+        self.terms.iter().fold(self.constant, |acc, &(t, c)| {
+            acc + c * match t {
+                Term::Var(v) => vars[v as usize],
+                Term::Dim(d) => dims[d as usize],
+            }
+        })
+    }
+
+    /// Replaces every tile index `v` by `with(v)` (an affine expression of dims).
+    pub fn substitute_vars(&self, with: impl Fn(u16, i64) -> Affine) -> Affine {
+        let mut out = Affine::from_terms(
+            self.constant,
+            self.terms.iter().filter(|(t, _)| matches!(t, Term::Dim(_))).copied(),
+        );
+        for &(t, c) in self.terms.iter() {
+            if let Term::Var(v) = t {
+                out = out.add(&with(v, c));
+            }
+        }
+        out
+    }
+
+    /// Replaces static dims by their values.
+    pub fn substitute_static(&self, dims: &[DimSpec]) -> Affine {
+        let mut constant = self.constant;
+        let mut terms = Vec::new();
+        for &(t, c) in self.terms.iter() {
+            match t {
+                Term::Dim(d) => match dims[d as usize].kind {
+                    DimKind::Static(v) => constant += c * v,
+                    DimKind::Symbolic { .. } => terms.push((t, c)),
+                },
+                Term::Var(_) => terms.push((t, c)),
+            }
+        }
+        Affine::from_terms(constant, terms)
+    }
+
+    /// The largest value over a tile domain `0 <= var_k < domain[k]`, as an expression of
+    /// dims. Each domain extent is assumed to be at least 1.
+    pub fn max_over(&self, domain: &[Affine]) -> Affine {
+        self.substitute_vars(|v, c| {
+            if c > 0 { domain[v as usize].sub(&Affine::constant(1)).scale(c) } else { Affine::constant(0) }
+        })
+    }
+
+    /// The smallest value over a tile domain, as an expression of dims.
+    pub fn min_over(&self, domain: &[Affine]) -> Affine {
+        self.substitute_vars(|v, c| {
+            if c < 0 { domain[v as usize].sub(&Affine::constant(1)).scale(c) } else { Affine::constant(0) }
+        })
+    }
+
+    /// Proves `self >= 0` for every admissible value of the dims: static dims take their
+    /// value, symbolic dims range over `1 ..= max` (unbounded when no max is declared).
+    /// On failure returns the dims assignment that minimises the expression, with `None`
+    /// for "arbitrarily large".
+    pub fn prove_nonnegative(&self, dims: &[DimSpec]) -> Result<(), Vec<(u16, Option<i64>)>> {
+        let e = self.substitute_static(dims);
+        let mut min = e.constant;
+        let mut witness = Vec::new();
+        let mut unbounded = false;
+        for &(t, c) in e.terms.iter() {
+            let Term::Dim(d) = t else { continue };
+            let max = match dims[d as usize].kind {
+                DimKind::Symbolic { max } => max,
+                DimKind::Static(v) => Some(v),
+            };
+            if c > 0 {
+                min += c;
+                witness.push((d, Some(1)));
+            } else {
+                match max {
+                    Some(m) => {
+                        min += c * m;
+                        witness.push((d, Some(m)));
+                    }
+                    None => {
+                        unbounded = true;
+                        witness.push((d, None));
+                    }
+                }
+            }
+        }
+        if min >= 0 && !unbounded && !e.has_vars() { Ok(()) } else { Err(witness) }
+    }
+
+    /// Formats with the given names for tile indices and dims.
+    pub fn display<'a>(&'a self, vars: &'a [&'a str], dims: &'a [&'a str]) -> impl fmt::Display + 'a {
+        DisplayAffine { e: self, vars, dims }
+    }
+}
+
+struct DisplayAffine<'a> {
+    e: &'a Affine,
+    vars: &'a [&'a str],
+    dims: &'a [&'a str],
+}
+
+impl fmt::Display for DisplayAffine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for &(t, c) in self.e.terms.iter() {
+            let name = match t {
+                Term::Var(v) => self.vars.get(v as usize).copied().unwrap_or("?"),
+                Term::Dim(d) => self.dims.get(d as usize).copied().unwrap_or("?"),
+            };
+            let (sign, mag) = if c < 0 { ("-", -c) } else { ("+", c) };
+            match (first, sign) {
+                (true, "-") => write!(f, "-")?,
+                (true, _) => {}
+                (false, s) => write!(f, " {s} ")?,
+            }
+            if mag == 1 { write!(f, "{name}")? } else { write!(f, "{mag}*{name}")? }
+            first = false;
+        }
+        match (first, self.e.constant) {
+            (true, c) => write!(f, "{c}"),
+            (false, 0) => Ok(()),
+            (false, c) if c < 0 => write!(f, " - {}", -c),
+            (false, c) => write!(f, " + {c}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims() -> Vec<DimSpec> {
+        vec![
+            DimSpec { name: "R".into(), kind: DimKind::Symbolic { max: None } },
+            DimSpec { name: "H".into(), kind: DimKind::Static(64) },
+            DimSpec { name: "B".into(), kind: DimKind::Symbolic { max: Some(8) } },
+        ]
+    }
+
+    #[test]
+    fn normalises_and_evaluates() {
+        let e = Affine::from_terms(3, [(Term::Var(0), 2), (Term::Dim(0), 1), (Term::Var(0), -2)]);
+        assert_eq!(e.terms.len(), 1);
+        assert_eq!(e.eval(&[5], &[7, 0, 0]), 10);
+    }
+
+    #[test]
+    fn proves_tile_bounds_with_symbolic_dims() {
+        // i * 32 + 32 <= R * 32 for i in 0..R
+        let domain = [Affine::term(Term::Dim(0))];
+        let end = Affine::from_terms(32, [(Term::Var(0), 32)]);
+        let slack = Affine::from_terms(0, [(Term::Dim(0), 32)]).sub(&end.max_over(&domain));
+        assert!(slack.prove_nonnegative(&dims()).is_ok());
+        // i + 1 <= R - 1 fails at R = 1 ... and in general
+        let bad = Affine::from_terms(-1, [(Term::Dim(0), 1)]).sub(&Affine::from_terms(1, [(Term::Var(0), 1)]).max_over(&domain));
+        assert!(bad.prove_nonnegative(&dims()).is_err());
+    }
+
+    #[test]
+    fn bounded_dims_use_their_max() {
+        // 8 - B >= 0 holds for B <= 8, 7 - B does not
+        let ok = Affine::from_terms(8, [(Term::Dim(2), -1)]);
+        assert!(ok.prove_nonnegative(&dims()).is_ok());
+        let bad = Affine::from_terms(7, [(Term::Dim(2), -1)]);
+        assert_eq!(bad.prove_nonnegative(&dims()), Err(vec![(2, Some(8))]));
+        // static dims are substituted
+        let st = Affine::from_terms(-64, [(Term::Dim(1), 1)]);
+        assert!(st.prove_nonnegative(&dims()).is_ok());
+    }
+
+    #[test]
+    fn displays_readably() {
+        let e = Affine::from_terms(-3, [(Term::Var(0), 8), (Term::Dim(0), -1)]);
+        assert_eq!(e.display(&["k"], &["R"]).to_string(), "8*k - R - 3");
+        assert_eq!(Affine::constant(4).display(&[], &[]).to_string(), "4");
+    }
+}

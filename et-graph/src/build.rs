@@ -1,0 +1,89 @@
+//! Short constructors for writing a [`GraphSpec`] by hand (tests, tools, graphs built
+//! without the macro).
+//!
+//! ```
+//! use et_graph::build::*;
+//! use et_graph::{Access, Count, DType};
+//! // row blocks of 32: partial[i, j] signals done[i]; total[i] waits on it
+//! let spec = graph(
+//!     "split_row_sum",
+//!     vec![symbolic("R")],
+//!     vec![tensor("a", DType::F32, vec![dim(0).scale(32), lit(128)], Access::Read)],
+//!     vec![event("done", vec![dim(0)], Count::Inferred)],
+//!     vec![
+//!         group("partial", &["i", "j"], vec![dim(0), lit(4)], vec![], vec![at(0, vec![point(var(0))])]),
+//!         group("total", &["i"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![]),
+//!     ],
+//! );
+//! assert!(et_graph::check::check(&spec).is_empty());
+//! ```
+
+use std::borrow::Cow;
+
+use crate::affine::{Affine, Term};
+use crate::spec::*;
+
+/// Tile index `k` of the group.
+pub fn var(k: u16) -> Affine {
+    Affine::term(Term::Var(k))
+}
+
+/// Dim `k` of the graph.
+pub fn dim(k: u16) -> Affine {
+    Affine::term(Term::Dim(k))
+}
+
+/// A constant.
+pub fn lit(c: i64) -> Affine {
+    Affine::constant(c)
+}
+
+/// An access to `event` at `index`.
+pub fn at(event: u16, index: Vec<Index>) -> EventAccess {
+    EventAccess { event, index: Cow::Owned(index) }
+}
+
+/// A single-coordinate index.
+pub fn point(a: Affine) -> Index {
+    Index::At(a)
+}
+
+/// An unbounded symbolic dim.
+pub fn symbolic(name: &'static str) -> DimSpec {
+    DimSpec { name: name.into(), kind: DimKind::Symbolic { max: None } }
+}
+
+/// A tensor parameter.
+pub fn tensor(name: &'static str, dtype: DType, shape: Vec<Affine>, access: Access) -> TensorSpec {
+    TensorSpec { name: name.into(), dtype, shape: Cow::Owned(shape), access }
+}
+
+/// An event tensor.
+pub fn event(name: &'static str, shape: Vec<Affine>, count: Count) -> EventSpec {
+    EventSpec { name: name.into(), shape: Cow::Owned(shape), count }
+}
+
+/// A tile group with no tile accesses and cost 1.
+pub fn group(name: &'static str, vars: &[&'static str], domain: Vec<Affine>, waits: Vec<EventAccess>, signals: Vec<EventAccess>) -> GroupSpec {
+    GroupSpec {
+        name: name.into(),
+        vars: vars.iter().map(|v| Cow::Borrowed(*v)).collect(),
+        domain: Cow::Owned(domain),
+        waits: Cow::Owned(waits),
+        signals: Cow::Owned(signals),
+        tiles: Cow::Borrowed(&[]),
+        cost: 1,
+    }
+}
+
+/// A graph with the static schedule.
+pub fn graph(name: &'static str, dims: Vec<DimSpec>, tensors: Vec<TensorSpec>, events: Vec<EventSpec>, groups: Vec<GroupSpec>) -> GraphSpec {
+    GraphSpec {
+        name: name.into(),
+        dims: Cow::Owned(dims),
+        tensors: Cow::Owned(tensors),
+        events: Cow::Owned(events),
+        groups: Cow::Owned(groups),
+        schedule: ScheduleKind::Static,
+    }
+}

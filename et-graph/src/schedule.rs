@@ -1,0 +1,201 @@
+//! Schedules: static per-worker queues cut from one topological order, and the
+//! starting state of the dynamic ready queue.
+//!
+//! Why slices of one order: every queue lists its tasks in the order they appear in one
+//! global topological order, so the earliest unfinished task of that order is always at
+//! the head of its queue with all its producers finished. In-order execution of the
+//! queues therefore always makes progress: no static schedule built here can deadlock a
+//! correct graph.
+
+use crate::resolve::{Resolved, TaskId};
+
+/// Per-worker (per-SM) task queues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaticSchedule {
+    /// `queues[w]` is executed in order by worker `w`.
+    pub queues: Vec<Vec<TaskId>>,
+}
+
+/// How tasks are placed on workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Task `k` of the order goes to worker `k % workers`.
+    RoundRobin,
+    /// List scheduling: each task goes to the worker where it can start earliest given
+    /// per-group costs and a fixed cost per cross-worker dependency hop.
+    #[default]
+    CostAware,
+}
+
+impl StaticSchedule {
+    /// Builds queues from the resolved graph's deterministic topological order.
+    pub fn build(r: &Resolved<'_>, workers: usize, placement: Placement) -> StaticSchedule {
+        Self::from_order(r, &r.order, workers, placement)
+    }
+
+    /// Builds queues from a given topological order.
+    pub fn from_order(r: &Resolved<'_>, order: &[TaskId], workers: usize, placement: Placement) -> StaticSchedule {
+        let workers = workers.max(1);
+        let mut queues = vec![Vec::new(); workers];
+        match placement {
+            Placement::RoundRobin => {
+                for (k, &t) in order.iter().enumerate() {
+                    queues[k % workers].push(t);
+                }
+            }
+            Placement::CostAware => {
+                // Costs in arbitrary units: one unit of group cost is one task of cost 1; a
+                // dependency that crosses workers adds HOP (signal latency).
+                const HOP: u64 = 1;
+                let mut free = vec![0u64; workers];
+                let mut finish = vec![0u64; r.n_tasks as usize];
+                let mut worker_of = vec![0usize; r.n_tasks as usize];
+                for &t in order {
+                    let cost = r.spec.groups[r.group_of(t)].cost.max(1) as u64;
+                    let (best, start) = (0..workers)
+                        .map(|w| {
+                            let ready = r
+                                .dependencies(t)
+                                .map(|d| finish[d as usize] + if worker_of[d as usize] == w { 0 } else { HOP })
+                                .max()
+                                .unwrap_or(0);
+                            (w, ready.max(free[w]))
+                        })
+                        .min_by_key(|&(w, s)| (s, free[w], w))
+                        .expect("at least one worker");
+                    finish[t as usize] = start + cost;
+                    free[best] = start + cost;
+                    worker_of[t as usize] = best;
+                    queues[best].push(t);
+                }
+            }
+        }
+        StaticSchedule { queues }
+    }
+
+    /// Checks the schedule's invariants: every task exactly once, and all queues
+    /// subsequences of one topological order. Returns a description of the first violation.
+    pub fn validate(&self, r: &Resolved<'_>) -> Result<(), String> {
+        let n = r.n_tasks as usize;
+        let mut pos = vec![(usize::MAX, 0usize); n];
+        for (w, q) in self.queues.iter().enumerate() {
+            for (k, &t) in q.iter().enumerate() {
+                if t as usize >= n {
+                    return Err(format!("queue {w} holds task {t}, but there are {n} tasks"));
+                }
+                if pos[t as usize].0 != usize::MAX {
+                    return Err(format!("task {} is scheduled twice", r.describe_task(t)));
+                }
+                pos[t as usize] = (w, k);
+            }
+        }
+        if let Some(t) = pos.iter().position(|p| p.0 == usize::MAX) {
+            return Err(format!("task {} is not scheduled", r.describe_task(t as u32)));
+        }
+        // The queues are slices of one topological order iff the graph made of the
+        // dependency edges plus the "next in my queue" edges is acyclic.
+        let mut indeg = vec![0u32; n];
+        let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for t in 0..n as u32 {
+            for d in r.dependencies(t) {
+                succ[d as usize].push(t);
+                indeg[t as usize] += 1;
+            }
+        }
+        for q in &self.queues {
+            for w in q.windows(2) {
+                succ[w[0] as usize].push(w[1]);
+                indeg[w[1] as usize] += 1;
+            }
+        }
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&t| indeg[t as usize] == 0).collect();
+        let mut seen = 0;
+        while let Some(t) = stack.pop() {
+            seen += 1;
+            for &s in &succ[t as usize] {
+                indeg[s as usize] -= 1;
+                if indeg[s as usize] == 0 {
+                    stack.push(s);
+                }
+            }
+        }
+        if seen == n { Ok(()) } else { Err("the queues are not slices of one topological order".into()) }
+    }
+}
+
+/// The starting state of the dynamic ready queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DynamicPlan {
+    /// Per task: waited elements not yet complete at the start (elements whose target is
+    /// 0 are complete from the start).
+    pub pending: Vec<u32>,
+    /// Tasks that wait on nothing incomplete: the queue's seed, in task order.
+    pub seeds: Vec<TaskId>,
+}
+
+impl DynamicPlan {
+    /// Computes the seed and per-task pending counts.
+    pub fn new(r: &Resolved<'_>) -> DynamicPlan {
+        let pending: Vec<u32> = (0..r.n_tasks as usize)
+            .map(|t| r.waits.row(t).iter().filter(|&&el| r.target[el as usize] > 0).count() as u32)
+            .collect();
+        let seeds = (0..r.n_tasks).filter(|&t| pending[t as usize] == 0).collect();
+        DynamicPlan { pending, seeds }
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for chaos schedules and test inputs.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// Seeds the generator.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// A random topological order (Kahn's algorithm picking a random ready task), for chaos.
+pub fn random_order(r: &Resolved<'_>, rng: &mut SplitMix64) -> Vec<TaskId> {
+    let n = r.n_tasks as usize;
+    let mut indeg = vec![0u32; n];
+    let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for t in 0..n as u32 {
+        for d in r.dependencies(t) {
+            succ[d as usize].push(t);
+            indeg[t as usize] += 1;
+        }
+    }
+    let mut ready: Vec<u32> = (0..n as u32).filter(|&t| indeg[t as usize] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while !ready.is_empty() {
+        let t = ready.swap_remove(rng.below(ready.len()));
+        order.push(t);
+        for &s in &succ[t as usize] {
+            indeg[s as usize] -= 1;
+            if indeg[s as usize] == 0 {
+                ready.push(s);
+            }
+        }
+    }
+    order
+}

@@ -1,0 +1,250 @@
+//! The static description of a megakernel: what the macro emits and the runtime reads.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::affine::Affine;
+
+/// A list that is `'static` borrowed data in generated code and owned in the macro.
+pub type List<T> = Cow<'static, [T]>;
+/// A name that is `'static` in generated code and owned in the macro.
+pub type Name = Cow<'static, str>;
+
+/// Element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// bfloat16 (8-bit exponent, 7-bit mantissa).
+    BF16,
+    /// IEEE binary16.
+    F16,
+    /// 32-bit signed integer (routing tables, indices).
+    I32,
+    /// 32-bit unsigned integer (counts).
+    U32,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::BF16 | DType::F16 => 2,
+        }
+    }
+
+    /// The Rust spelling used in `Tensor<dtype, ..>`.
+    pub const fn rust_name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+        }
+    }
+
+    /// Parses the Rust spelling of a dtype.
+    pub fn from_rust_name(name: &str) -> Option<DType> {
+        Some(match name {
+            "f32" => DType::F32,
+            "bf16" => DType::BF16,
+            "f16" => DType::F16,
+            "i32" => DType::I32,
+            "u32" => DType::U32,
+            _ => return None,
+        })
+    }
+
+    /// Whether values of this dtype can be used as data-dependent indices.
+    pub const fn is_integer(self) -> bool {
+        matches!(self, DType::I32 | DType::U32)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.rust_name())
+    }
+}
+
+/// How a named dimension gets its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DimKind {
+    /// Fixed when the megakernel is compiled (`dims(H = 2048)`).
+    Static(i64),
+    /// Resolved at launch from the tensors' shapes; `max` sizes scratch and bounds checks.
+    Symbolic {
+        /// Upper bound declared with `dims(B <= 256)`, if any.
+        max: Option<i64>,
+    },
+}
+
+/// A named dimension of the megakernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimSpec {
+    /// The name the user wrote (`B`, `H`).
+    pub name: Name,
+    /// Static value or symbolic.
+    pub kind: DimKind,
+}
+
+/// Whether a tensor parameter is read (`&Tensor`) or written (`&mut Tensor`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// `&Tensor<..>`: input.
+    Read,
+    /// `&mut Tensor<..>`: output or scratch.
+    Write,
+}
+
+/// A tensor parameter of the megakernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// Parameter name.
+    pub name: Name,
+    /// Element type.
+    pub dtype: DType,
+    /// Declared shape, each extent an affine expression of dims.
+    pub shape: List<Affine>,
+    /// Read or written.
+    pub access: Access,
+}
+
+/// How many signals complete one element of an event tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Count {
+    /// Inferred from the signal maps; must be uniform over the waited elements.
+    Inferred,
+    /// Given by the user (`count = 4`), checked against the inference.
+    Fixed(Affine),
+    /// Set at run time, per element, from a `u32`/`i32` tensor parameter with the
+    /// event's shape (`count = dyn(counts)`).
+    Dynamic {
+        /// Index of the tensor parameter that holds the counts.
+        tensor: u16,
+    },
+}
+
+/// An event tensor: a multi-dimensional array of counters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventSpec {
+    /// Variable name given with `let name = event!(..)`.
+    pub name: Name,
+    /// Shape, affine in dims.
+    pub shape: List<Affine>,
+    /// Trigger count.
+    pub count: Count,
+}
+
+/// One coordinate of an access map (`e[i, ..]`, `e[k*8 .. k*8+8]`, `e[topk[t, k]]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Index {
+    /// A single affine coordinate.
+    At(Affine),
+    /// Every coordinate in `start .. end` (end exclusive).
+    Range {
+        /// First coordinate.
+        start: Affine,
+        /// One past the last coordinate.
+        end: Affine,
+    },
+    /// Every coordinate of the dimension (`..`).
+    All,
+    /// A coordinate read at run time from an integer tensor (`topk[t, k]`).
+    Data {
+        /// Index of the tensor parameter read.
+        tensor: u16,
+        /// Position read, affine in the task's tile indices and dims.
+        at: List<Affine>,
+    },
+}
+
+impl Index {
+    /// Whether the coordinate depends on tensor data.
+    pub fn is_data_dependent(&self) -> bool {
+        matches!(self, Index::Data { .. })
+    }
+}
+
+/// A `wait!` or `signal!` in a tile body: which event elements it touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventAccess {
+    /// Index of the event in [`GraphSpec::events`].
+    pub event: u16,
+    /// One [`Index`] per event dimension.
+    pub index: List<Index>,
+}
+
+impl EventAccess {
+    /// Whether any coordinate depends on tensor data.
+    pub fn is_data_dependent(&self) -> bool {
+        self.index.iter().any(Index::is_data_dependent)
+    }
+}
+
+/// A tile of a tensor used by a tile op: `t.tile([idx..], [size..])` covers
+/// `idx[d] * size[d] .. idx[d] * size[d] + size[d]` in each dimension `d`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileAccess {
+    /// Index of the tensor parameter.
+    pub tensor: u16,
+    /// Tile coordinates, affine in tile indices and dims.
+    pub index: List<Affine>,
+    /// Tile extents (constants).
+    pub size: List<i64>,
+}
+
+/// A tile group: `tile!(name[i, j] in [D0, D1] { .. })`, one task per domain point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Group name.
+    pub name: Name,
+    /// Names of the tile indices (`i`, `j`).
+    pub vars: List<Name>,
+    /// Extent of each tile index, affine in dims.
+    pub domain: List<Affine>,
+    /// `wait!` statements in body order.
+    pub waits: List<EventAccess>,
+    /// `signal!` statements in body order.
+    pub signals: List<EventAccess>,
+    /// Tensor tiles touched by the body's ops.
+    pub tiles: List<TileAccess>,
+    /// Relative cost of one task, used by cost-aware static placement.
+    pub cost: u32,
+}
+
+/// Static or dynamic scheduling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ScheduleKind {
+    /// Per-SM queues cut from one topological order, built on the host.
+    #[default]
+    Static,
+    /// A device-side ready queue fed by the signals that complete event elements.
+    Dynamic,
+}
+
+/// The whole description of one megakernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphSpec {
+    /// The megakernel's function name.
+    pub name: Name,
+    /// Named dims, static and symbolic.
+    pub dims: List<DimSpec>,
+    /// Tensor parameters in signature order.
+    pub tensors: List<TensorSpec>,
+    /// Event tensors in declaration order.
+    pub events: List<EventSpec>,
+    /// Tile groups in declaration order.
+    pub groups: List<GroupSpec>,
+    /// Default schedule.
+    pub schedule: ScheduleKind,
+}
+
+impl GraphSpec {
+    /// Finds a dim by name.
+    pub fn dim_index(&self, name: &str) -> Option<usize> {
+        self.dims.iter().position(|d| d.name == name)
+    }
+}

@@ -1,0 +1,140 @@
+//! Schedule construction over resolved graphs at several symbolic sizes.
+
+use et_graph::build::*;
+use et_graph::resolve::LaunchTensors;
+use et_graph::schedule::{DynamicPlan, Placement, SplitMix64, StaticSchedule, random_order};
+use et_graph::{Access, Count, DType, GraphSpec, Index, Resolved};
+
+struct Shapes(Vec<Vec<i64>>);
+
+impl LaunchTensors for Shapes {
+    fn shape(&self, t: u16) -> Vec<i64> {
+        self.0[t as usize].clone()
+    }
+    fn read_integers(&self, _: u16) -> Vec<i64> {
+        unreachable!("no data-dependent maps here")
+    }
+}
+
+/// partial[i, j] -> total[i] (split-K), then a chain over the totals, then a
+/// fan-in over every chain element: three dependency shapes in one graph.
+fn mixed() -> GraphSpec {
+    graph(
+        "mixed",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0).scale(32), lit(128)], Access::Read)],
+        vec![
+            event("done", vec![dim(0)], Count::Inferred),
+            event("chain", vec![dim(0).add(&lit(1))], Count::Inferred),
+        ],
+        vec![
+            group("partial", &["i", "j"], vec![dim(0), lit(4)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("start", &["z"], vec![lit(1)], vec![], vec![at(1, vec![point(lit(0))])]),
+            group(
+                "total",
+                &["i"],
+                vec![dim(0)],
+                vec![at(0, vec![point(var(0))]), at(1, vec![point(var(0))])],
+                vec![at(1, vec![point(var(0).add(&lit(1)))])],
+            ),
+            group("fanin", &["z"], vec![lit(1)], vec![at(1, vec![Index::All])], vec![]),
+        ],
+    )
+}
+
+fn resolve(spec: &GraphSpec, r: i64) -> Resolved<'_> {
+    Resolved::new(spec, &Shapes(vec![vec![r * 32, 128]])).unwrap()
+}
+
+#[test]
+fn every_task_once_and_queues_are_slices_of_one_order() {
+    let spec = mixed();
+    for r in [1, 2, 3, 8, 31] {
+        let res = resolve(&spec, r);
+        assert_eq!(res.n_tasks as i64, 4 * r + 1 + r + 1);
+        for workers in [1, 2, 3, 7, 132] {
+            for placement in [Placement::RoundRobin, Placement::CostAware] {
+                let s = StaticSchedule::build(&res, workers, placement);
+                assert_eq!(s.queues.len(), workers);
+                s.validate(&res).unwrap_or_else(|e| panic!("R={r} workers={workers} {placement:?}: {e}"));
+                let mut all: Vec<u32> = s.queues.concat();
+                all.sort_unstable();
+                assert_eq!(all, (0..res.n_tasks).collect::<Vec<_>>());
+            }
+        }
+        let mut rng = SplitMix64::new(r as u64);
+        for _ in 0..20 {
+            let order = random_order(&res, &mut rng);
+            let s = StaticSchedule::from_order(&res, &order, 5, Placement::RoundRobin);
+            s.validate(&res).unwrap();
+        }
+    }
+}
+
+#[test]
+fn validate_rejects_an_order_that_breaks_a_dependency() {
+    let spec = mixed();
+    let res = resolve(&spec, 2);
+    let mut order = res.order.clone();
+    order.reverse();
+    let s = StaticSchedule { queues: vec![order] };
+    assert!(s.validate(&res).is_err());
+    let dup = StaticSchedule { queues: vec![res.order.clone(), vec![0]] };
+    assert!(dup.validate(&res).unwrap_err().contains("twice"));
+}
+
+#[test]
+fn schedules_are_deterministic() {
+    let spec = mixed();
+    let res = resolve(&spec, 5);
+    let a = StaticSchedule::build(&res, 4, Placement::CostAware);
+    let b = StaticSchedule::build(&resolve(&spec, 5), 4, Placement::CostAware);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn cost_aware_placement_keeps_chains_on_one_worker() {
+    // the total chain is sequential: list scheduling should not bounce it between workers
+    let spec = mixed();
+    let res = resolve(&spec, 6);
+    let s = StaticSchedule::build(&res, 4, Placement::CostAware);
+    let worker_of = |t: u32| s.queues.iter().position(|q| q.contains(&t)).unwrap();
+    let totals: Vec<usize> = (0..6).map(|i| worker_of(res.groups[2].first + i)).collect();
+    let moves = totals.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(moves <= 1, "chain placed on workers {totals:?}");
+}
+
+#[test]
+fn dynamic_plan_seeds_tasks_without_waits() {
+    let spec = mixed();
+    let res = resolve(&spec, 3);
+    let plan = DynamicPlan::new(&res);
+    // partial (12) and start (1) wait on nothing
+    assert_eq!(plan.seeds.len(), 13);
+    let total0 = res.groups[2].first as usize;
+    assert_eq!(plan.pending[total0], 2);
+    let fanin = res.groups[3].first as usize;
+    assert_eq!(plan.pending[fanin], 4);
+    // inverse map: done[1] is consumed by total[1] alone
+    assert_eq!(res.consumers.row(1), &[total0 as u32 + 1]);
+}
+
+#[test]
+fn counts_are_inferred_per_element() {
+    let spec = mixed();
+    let res = resolve(&spec, 3);
+    // done[i]: 4 partials; chain[k]: 1 signal
+    assert_eq!(&res.target[0..3], &[4, 4, 4]);
+    assert_eq!(&res.target[3..7], &[1, 1, 1, 1]);
+}
+
+#[test]
+fn dims_resolve_with_clear_errors() {
+    let spec = mixed();
+    let err = Resolved::new(&spec, &Shapes(vec![vec![33, 128]])).unwrap_err().to_string();
+    assert!(err.contains("tensor `a` dimension 0 is 33"), "{err}");
+    let err = Resolved::new(&spec, &Shapes(vec![vec![64, 100]])).unwrap_err().to_string();
+    assert!(err.contains("declares `128`"), "{err}");
+    let err = Resolved::new(&spec, &Shapes(vec![vec![64]])).unwrap_err().to_string();
+    assert!(err.contains("has 1 dimensions, but the megakernel declares 2"), "{err}");
+}
