@@ -91,10 +91,16 @@ impl<'a, T: Element> OutTensor<'a, T> {
         OutTensor { view: unsafe { View::new(raw) } }
     }
 
-    /// The tile at tile coordinates `index` with extents `size`, writable.
-    pub fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileMut<'a, T, R> {
+    /// The tile at tile coordinates `index` with extents `size`, as a [`TileMut`] or a
+    /// [`TileRef`], whichever the op being called takes.
+    pub fn tile<const R: usize, V: FromOutTile<'a, T, R>>(&self, index: [i64; R], size: [usize; R]) -> V {
         let (ptr, shape, strides) = self.view.tile(index, size);
-        TileMut { ptr, shape, strides, _life: PhantomData }
+        V::from_parts(ptr, shape, strides)
+    }
+
+    /// The tile at tile coordinates `index` with extents `size`, writable.
+    pub fn tile_mut<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileMut<'a, T, R> {
+        self.tile(index, size)
     }
 
     /// The same tile, read-only (an output read back by a later op of the same task).
@@ -106,6 +112,25 @@ impl<'a, T: Element> OutTensor<'a, T> {
     /// The tensor's extents.
     pub fn shape(&self) -> &'a [i64] {
         self.view.shape
+    }
+}
+
+/// The tile types an [`OutTensor`] can hand out: [`TileMut`] to write, [`TileRef`] to
+/// read back what an earlier task or op wrote.
+pub trait FromOutTile<'a, T, const R: usize>: Sized {
+    #[doc(hidden)]
+    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self;
+}
+
+impl<'a, T, const R: usize> FromOutTile<'a, T, R> for TileRef<'a, T, R> {
+    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self {
+        TileRef { ptr, shape, strides, _life: PhantomData }
+    }
+}
+
+impl<'a, T, const R: usize> FromOutTile<'a, T, R> for TileMut<'a, T, R> {
+    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self {
+        TileMut { ptr, shape, strides, _life: PhantomData }
     }
 }
 

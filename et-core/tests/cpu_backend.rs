@@ -44,7 +44,7 @@ fn split_row_sum_matches_sequential_at_several_sizes() {
 /// chain: out[0] = 0; out[i + 1] = out[i] + a[i], step i waiting for step i - 1.
 fn chain() -> &'static Kernel {
     fn seed(cx: &TaskContext<'_>) {
-        cx.output::<f32>(1).tile([0], [1]).set([0], 0.0);
+        cx.output::<f32>(1).tile_mut([0], [1]).set([0], 0.0);
         cx.signal(0);
     }
     fn step(cx: &TaskContext<'_>) {
@@ -177,7 +177,7 @@ fn all_to_one() -> &'static Kernel {
         let (part, out) = (cx.output::<f32>(1), cx.output::<f32>(2));
         let rows = part.shape()[0] as usize;
         let p = part.tile_ref([0, 0], [rows, 8]);
-        let mut o = out.tile([0], [rows]);
+        let mut o = out.tile_mut([0], [rows]);
         for r in 0..rows {
             o.set([r], (0..8).map(|c| p.get([r, c])).sum());
         }
@@ -307,7 +307,7 @@ fn dyn_count() -> &'static Kernel {
     }
     fn consumer(cx: &TaskContext<'_>) {
         cx.wait(0);
-        cx.output::<f32>(1).tile([0], [1]).set([0], 1.0);
+        cx.output::<f32>(1).tile_mut([0], [1]).set([0], 1.0);
     }
     kernel(
         "dyn_count",

@@ -4,7 +4,7 @@ use crate::tile::{TileMut, TileRef, for_each_index};
 crate::tile_op! {
     cuda = r#"
 template <class T, int R>
-__device__ void add(et::Tile<const T, R> a, et::Tile<const T, R> b, et::Tile<T, R> out) {
+__device__ void add(et::Tile<T, R> a, et::Tile<T, R> b, et::Tile<T, R> out) {
     for (int k = threadIdx.x; k < out.numel(); k += blockDim.x)
         out.flat(k) = et::from_float<T>(et::to_float(a.flat(k)) + et::to_float(b.flat(k)));
 }

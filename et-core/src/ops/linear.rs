@@ -4,7 +4,7 @@ use crate::tile::{TileMut, TileRef};
 crate::tile_op! {
     cuda = r#"
 template <class A, class B>
-__device__ void matmul(et::Tile<const A, 2> a, et::Tile<const B, 2> b, et::Tile<float, 2> c) {
+__device__ void matmul(et::Tile<A, 2> a, et::Tile<B, 2> b, et::Tile<float, 2> c) {
     const int m = c.shape[0], n = c.shape[1], kk = a.shape[1];
     for (int e = threadIdx.x; e < m * n; e += blockDim.x) {
         const int i = e / n, j = e % n;
@@ -33,7 +33,7 @@ __device__ void matmul(et::Tile<const A, 2> a, et::Tile<const B, 2> b, et::Tile<
 crate::tile_op! {
     cuda = r#"
 template <class W, class X>
-__device__ void gemv(et::Tile<const W, 2> w, et::Tile<const X, 1> x, et::Tile<float, 1> y) {
+__device__ void gemv(et::Tile<W, 2> w, et::Tile<X, 1> x, et::Tile<float, 1> y) {
     // one warp per output row
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int r = warp; r < w.shape[0]; r += warps) {

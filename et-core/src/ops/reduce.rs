@@ -4,7 +4,7 @@ use crate::tile::{TileMut, TileRef};
 crate::tile_op! {
     cuda = r#"
 template <int D>
-__device__ void row_sum(et::Tile<const float, 2> src, et::Tile<float, D> dst) {
+__device__ void row_sum(et::Tile<float, 2> src, et::Tile<float, D> dst) {
     // one warp per row, lanes stride over the columns
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int r = warp; r < src.shape[0]; r += warps) {
@@ -30,24 +30,26 @@ __device__ void row_sum(et::Tile<const float, 2> src, et::Tile<float, D> dst) {
 crate::tile_op! {
     cuda = r#"
 template <class O>
-__device__ void sum_splits(et::Tile<const float, 3> parts, et::Tile<O, 2> out) {
-    const int rows = out.shape[0], cols = out.shape[1], n = rows * cols;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+__device__ void sum_splits(et::Tile<float, 2> parts, et::Tile<O, 2> out) {
+    const int rows = out.shape[0], cols = out.shape[1], splits = parts.shape[0] / rows;
+    for (int k = threadIdx.x; k < rows * cols; k += blockDim.x) {
         const int r = k / cols, c = k % cols;
         float acc = 0.0f;
-        for (int s = 0; s < parts.shape[0]; ++s) acc += parts(s, r, c);
+        for (int s = 0; s < splits; ++s) acc += parts(s * rows + r, c);
         out(r, c) = et::from_float<O>(acc);
     }
 }
 "#;
-    /// `out[r, c] = Σ_s parts[s, r, c]`, in f32, rounded once to `O`: the reduce step of
-    /// split-K.
-    pub fn sum_splits<O: Element>(parts: TileRef<'_, f32, 3>, mut out: TileMut<'_, O, 2>) {
-        let [splits, rows, cols] = parts.shape();
-        assert_eq!(out.shape(), [rows, cols], "sum_splits: shapes");
+    /// `out[r, c] = Σ_s parts[s * rows + r, c]` in f32, rounded once to `O`: the reduce
+    /// step of split-K, where `parts` stacks the `S` partial tiles of `out` vertically
+    /// (`S * rows` rows).
+    pub fn sum_splits<O: Element>(parts: TileRef<'_, f32, 2>, mut out: TileMut<'_, O, 2>) {
+        let [stacked, cols] = parts.shape();
+        let [rows, cols2] = out.shape();
+        assert!(cols == cols2 && rows > 0 && stacked % rows == 0, "sum_splits: parts {stacked}x{cols}, out {rows}x{cols2}");
         for r in 0..rows {
             for c in 0..cols {
-                let acc: f32 = (0..splits).map(|s| parts.get([s, r, c])).sum();
+                let acc: f32 = (0..stacked / rows).map(|s| parts.get([s * rows + r, c])).sum();
                 out.set([r, c], O::from_f32(acc));
             }
         }

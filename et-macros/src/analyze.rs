@@ -1,0 +1,446 @@
+//! From the syntax model to the task-graph description: resolve names, lower every
+//! expression, build the [`GraphSpec`], run the rules of `et_graph::check`, and map each
+//! violation back to the span of the user's token.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use et_graph::check::{AccessKind, Diagnostic, Location};
+use et_graph::{
+    Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index, ScheduleKind,
+    TensorSpec, TileAccess,
+};
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Expr, Ident, Path};
+
+use crate::attr::{Args, DimValue, Schedule};
+use crate::diag::{Errors, did_you_mean, unknown};
+use crate::lower::{Scope, affine, constant};
+use crate::model::*;
+
+/// Everything code generation needs.
+pub struct Analyzed {
+    pub spec: GraphSpec,
+    pub dim_names: Vec<String>,
+    pub groups: Vec<LoweredGroup>,
+}
+
+/// A tile body, lowered.
+pub struct LoweredGroup {
+    pub name: Ident,
+    pub vars: Vec<Ident>,
+    pub stmts: Vec<LoweredStmt>,
+}
+
+/// One statement of a tile body, lowered.
+pub enum LoweredStmt {
+    /// Wait number `access` of the group.
+    Wait { access: usize, span: Span },
+    /// Signal number `access` of the group.
+    Signal { access: usize, span: Span },
+    /// A tile-op call.
+    Op { func: Path, args: Vec<LoweredArg>, span: Span },
+}
+
+/// An argument of a tile-op call, lowered.
+pub enum LoweredArg {
+    Tile { tensor: usize, index: Vec<(Expr, Affine)>, size: Vec<i64>, span: Span },
+    Scalar { expr: Expr, value: Scalar },
+}
+
+/// The CUDA translation of a scalar argument.
+pub enum Scalar {
+    Int(Affine),
+    Float(String),
+}
+
+/// The dims in scope: names and the values of the static ones.
+struct DimTable<'a> {
+    names: &'a [String],
+    statics: &'a [Option<i64>],
+}
+
+impl<'a> DimTable<'a> {
+    fn scope(&self, vars: &'a [String], what: &'a str) -> Scope<'a> {
+        Scope { vars, dims: self.names, statics: self.statics, what }
+    }
+}
+
+#[derive(Default)]
+struct Spans {
+    dims: Vec<Span>,
+    tensors: Vec<Span>,
+    events: Vec<Span>,
+    counts: Vec<Option<Span>>,
+    groups: Vec<Span>,
+    accesses: HashMap<(usize, bool, usize), (Span, Vec<Span>)>,
+    tiles: HashMap<(usize, usize), (Span, Vec<Span>)>,
+}
+
+impl Spans {
+    fn of(&self, loc: Location) -> Span {
+        match loc {
+            Location::Dim(d) => self.dims[d as usize],
+            Location::Tensor(t) => self.tensors[t as usize],
+            Location::Event(e) => self.events[e as usize],
+            Location::EventCount(e) => self.counts[e as usize].unwrap_or(self.events[e as usize]),
+            Location::Group(g) => self.groups[g as usize],
+            Location::Access { group, kind, access, coord } => {
+                let (whole, coords) = &self.accesses[&(group as usize, kind == AccessKind::Wait, access as usize)];
+                coord.and_then(|c| coords.get(c as usize).copied()).unwrap_or(*whole)
+            }
+            Location::Tile { group, tile, coord } => {
+                let (whole, coords) = &self.tiles[&(group as usize, tile as usize)];
+                coord.and_then(|c| coords.get(c as usize).copied()).unwrap_or(*whole)
+            }
+        }
+    }
+}
+
+/// Lowers and checks; all problems found are collected in `errors`.
+pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analyzed> {
+    let mut spans = Spans::default();
+    let dims = collect_dims(m, args, &mut spans, errors);
+    let dim_names: Vec<String> = dims.iter().map(|d| d.name.to_string()).collect();
+    let statics: Vec<Option<i64>> =
+        dims.iter().map(|d| if let DimKind::Static(v) = d.kind { Some(v) } else { None }).collect();
+    let dt = DimTable { names: &dim_names, statics: &statics };
+    let tensors = lower_tensors(m, &dt, &mut spans, errors);
+    let param_names: Vec<String> = m.params.iter().map(|p| p.name.to_string()).collect();
+    let events = lower_events(m, &dt, &param_names, &mut spans, errors);
+    let mut groups = Vec::new();
+    let mut lowered = Vec::new();
+    for (g, group) in m.groups.iter().enumerate() {
+        if m.groups[..g].iter().any(|o| o.name == group.name) {
+            errors.error(group.name.span(), format!("tile group `{}` is defined twice", group.name));
+        }
+        let (spec, low) = lower_group(m, g, group, &dims, &dt, &param_names, &mut spans, errors);
+        groups.push(spec);
+        lowered.push(low);
+    }
+    let spec = GraphSpec {
+        name: m.name.to_string().into(),
+        dims: Cow::Owned(dims),
+        tensors: Cow::Owned(tensors),
+        events: Cow::Owned(events),
+        groups: Cow::Owned(groups),
+        schedule: match args.schedule {
+            Schedule::Static => ScheduleKind::Static,
+            Schedule::Dynamic => ScheduleKind::Dynamic,
+        },
+    };
+    if !errors.is_empty() {
+        // the graph is incomplete: rule checks would report follow-on noise
+        return None;
+    }
+    for d in et_graph::check::check(&spec) {
+        errors.push(to_error(&d, &spans));
+    }
+    errors.is_empty().then_some(Analyzed { spec, dim_names, groups: lowered })
+}
+
+fn to_error(d: &Diagnostic, spans: &Spans) -> syn::Error {
+    let mut msg = d.message.clone();
+    if let Some(h) = &d.help {
+        msg.push_str("\nhelp: ");
+        msg.push_str(h);
+    }
+    syn::Error::new(spans.of(d.location), msg)
+}
+
+fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Errors) -> Vec<DimSpec> {
+    let mut dims: Vec<DimSpec> = Vec::new();
+    for a in &args.dims {
+        let name = a.name.to_string();
+        if dims.iter().any(|d| d.name == name) {
+            errors.error(a.name.span(), format!("dim `{name}` is given twice in `dims(..)`"));
+            continue;
+        }
+        let kind = match a.value {
+            DimValue::Static(v) => DimKind::Static(v),
+            DimValue::Max(v) => DimKind::Symbolic { max: Some(v) },
+        };
+        dims.push(DimSpec { name: name.into(), kind });
+        spans.dims.push(a.name.span());
+    }
+    // every other name in a parameter's extents is a symbolic dim
+    for p in &m.params {
+        for e in &p.shape {
+            for ident in idents(e) {
+                let name = ident.to_string();
+                if !dims.iter().any(|d| d.name == name) {
+                    dims.push(DimSpec { name: name.into(), kind: DimKind::Symbolic { max: None } });
+                    spans.dims.push(ident.span());
+                }
+            }
+        }
+    }
+    dims
+}
+
+fn idents(e: &Expr) -> Vec<Ident> {
+    match e {
+        Expr::Path(p) => p.path.get_ident().cloned().into_iter().collect(),
+        Expr::Binary(b) => {
+            let mut v = idents(&b.left);
+            v.extend(idents(&b.right));
+            v
+        }
+        Expr::Paren(p) => idents(&p.expr),
+        Expr::Group(g) => idents(&g.expr),
+        Expr::Unary(u) => idents(&u.expr),
+        _ => Vec::new(),
+    }
+}
+
+const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "i32", "u32"];
+
+fn lower_tensors(m: &Megakernel, dt: &DimTable, spans: &mut Spans, errors: &mut Errors) -> Vec<TensorSpec> {
+    let scope = dt.scope(&[], "a tensor extent");
+    m.params
+        .iter()
+        .map(|p| {
+            spans.tensors.push(p.ty_span);
+            let dtype = DType::from_rust_name(&p.dtype.to_string()).unwrap_or_else(|| {
+                let mut msg = format!("unknown dtype `{}`: expected one of f32, bf16, f16, i32, u32", p.dtype);
+                if let Some(s) = did_you_mean(&p.dtype.to_string(), DTYPES) {
+                    msg.push_str(&format!("\nhelp: did you mean `{s}`?"));
+                }
+                errors.error(p.dtype.span(), msg);
+                DType::F32
+            });
+            let shape = p
+                .shape
+                .iter()
+                .map(|e| affine(e, &scope).unwrap_or_else(|err| {
+                    errors.push(err);
+                    Affine::constant(1)
+                }))
+                .collect::<Vec<_>>();
+            if shape.is_empty() || shape.len() > 4 {
+                errors.error(p.ty_span, format!("tensor `{}` has rank {}; et supports ranks 1 to 4", p.name, shape.len()));
+            }
+            TensorSpec {
+                name: p.name.to_string().into(),
+                dtype,
+                shape: Cow::Owned(shape),
+                access: if p.mutable { Access::Write } else { Access::Read },
+            }
+        })
+        .collect()
+}
+
+fn lower_events(m: &Megakernel, dt: &DimTable, params: &[String], spans: &mut Spans, errors: &mut Errors) -> Vec<EventSpec> {
+    let scope = dt.scope(&[], "an event extent");
+    let mut out = Vec::new();
+    for (k, ev) in m.events.iter().enumerate() {
+        if m.events[..k].iter().any(|o| o.name == ev.name) {
+            errors.error(ev.name.span(), format!("event `{}` is declared twice", ev.name));
+        }
+        spans.events.push(ev.name.span());
+        spans.counts.push(ev.count.as_ref().map(CountDecl::span));
+        let shape: Vec<Affine> = ev
+            .shape
+            .iter()
+            .map(|e| affine(e, &scope).unwrap_or_else(|err| {
+                errors.push(err);
+                Affine::constant(1)
+            }))
+            .collect();
+        if shape.is_empty() {
+            errors.error(ev.span, "an event needs at least one dimension: `event!([1])` for a single counter");
+        }
+        let count = match &ev.count {
+            None => Count::Inferred,
+            Some(CountDecl::Fixed(e)) => {
+                let s = dt.scope(&[], "an event count");
+                match affine(e, &s) {
+                    Ok(a) => Count::Fixed(a),
+                    Err(err) => {
+                        errors.push(err);
+                        Count::Inferred
+                    }
+                }
+            }
+            Some(CountDecl::Dynamic { tensor, .. }) => match params.iter().position(|p| *tensor == p) {
+                Some(t) => Count::Dynamic { tensor: t as u16 },
+                None => {
+                    let cands: Vec<&str> = params.iter().map(String::as_str).collect();
+                    errors.push(unknown(tensor.span(), "count tensor", &tensor.to_string(), &cands));
+                    Count::Inferred
+                }
+            },
+        };
+        out.push(EventSpec { name: ev.name.to_string().into(), shape: Cow::Owned(shape), count });
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lower_group(
+    m: &Megakernel,
+    g: usize,
+    group: &TileGroup,
+    dims: &[DimSpec],
+    dt: &DimTable,
+    params: &[String],
+    spans: &mut Spans,
+    errors: &mut Errors,
+) -> (GroupSpec, LoweredGroup) {
+    spans.groups.push(group.name.span());
+    let vars: Vec<String> = group.vars.iter().map(Ident::to_string).collect();
+    for (k, v) in group.vars.iter().enumerate() {
+        if dt.names.iter().any(|d| *v == d) {
+            errors.error(v.span(), format!("tile index `{v}` has the name of a dim; rename one of them"));
+        }
+        if group.vars[..k].contains(v) {
+            errors.error(v.span(), format!("tile index `{v}` is declared twice"));
+        }
+    }
+    let dscope = dt.scope(&[], "a tile domain extent");
+    let domain: Vec<Affine> = group
+        .domain
+        .iter()
+        .map(|e| affine(e, &dscope).unwrap_or_else(|err| {
+            errors.push(err);
+            Affine::constant(1)
+        }))
+        .collect();
+    if domain.len() > 4 {
+        errors.error(group.name.span(), "a tile domain has at most 4 dimensions");
+    }
+    let mut waits = Vec::new();
+    let mut signals = Vec::new();
+    let mut tiles = Vec::new();
+    let mut stmts = Vec::new();
+    let event_names: Vec<String> = m.events.iter().map(|e| e.name.to_string()).collect();
+    for stmt in &group.stmts {
+        match stmt {
+            TileStmt::Wait(a) | TileStmt::Signal(a) => {
+                let is_wait = matches!(stmt, TileStmt::Wait(_));
+                let list = if is_wait { &mut waits } else { &mut signals };
+                let k = list.len();
+                let Some(access) = lower_access(a, &vars, dt, &event_names, params, errors) else { continue };
+                spans.accesses.insert((g, is_wait, k), (a.span, a.indices.iter().map(IndexExpr::span).collect()));
+                list.push(access);
+                stmts.push(if is_wait { LoweredStmt::Wait { access: k, span: a.span } } else { LoweredStmt::Signal { access: k, span: a.span } });
+            }
+            TileStmt::Op(call) => {
+                let mut args = Vec::new();
+                for arg in &call.args {
+                    match arg {
+                        OpArg::Tile(t) => {
+                            let Some(tensor) = params.iter().position(|p| t.tensor == p) else {
+                                let cands: Vec<&str> = params.iter().map(String::as_str).collect();
+                                errors.push(unknown(t.tensor.span(), "tensor", &t.tensor.to_string(), &cands));
+                                continue;
+                            };
+                            let iscope = dt.scope(&vars, "a tile index");
+                            let sscope = dt.scope(&vars, "a tile extent");
+                            let index: Vec<(Expr, Affine)> = t
+                                .index
+                                .iter()
+                                .filter_map(|e| affine(e, &iscope).map_err(|err| errors.push(err)).ok().map(|a| (e.clone(), a)))
+                                .collect();
+                            let size: Vec<i64> =
+                                t.size.iter().filter_map(|e| constant(e, &sscope, dims).map_err(|err| errors.push(err)).ok()).collect();
+                            if index.len() != t.index.len() || size.len() != t.size.len() {
+                                continue;
+                            }
+                            spans.tiles.insert((g, tiles.len()), (t.span, t.index.iter().map(Spanned::span).collect()));
+                            tiles.push(TileAccess {
+                                tensor: tensor as u16,
+                                index: Cow::Owned(index.iter().map(|(_, a)| a.clone()).collect()),
+                                size: Cow::Owned(size.clone()),
+                            });
+                            args.push(LoweredArg::Tile { tensor, index, size, span: t.span });
+                        }
+                        OpArg::Scalar(e) => match scalar(e, &vars, dt) {
+                            Ok(value) => args.push(LoweredArg::Scalar { expr: e.clone(), value }),
+                            Err(err) => errors.push(err),
+                        },
+                    }
+                }
+                stmts.push(LoweredStmt::Op { func: call.func.clone(), args, span: call.span });
+            }
+        }
+    }
+    let cost = match &group.cost {
+        Some(l) => l.base10_parse::<u32>().unwrap_or_else(|e| {
+            errors.push(e);
+            1
+        }),
+        None => 1,
+    };
+    let spec = GroupSpec {
+        name: group.name.to_string().into(),
+        vars: vars.iter().map(|v| Cow::Owned(v.clone())).collect(),
+        domain: Cow::Owned(domain),
+        waits: Cow::Owned(waits),
+        signals: Cow::Owned(signals),
+        tiles: Cow::Owned(tiles),
+        cost,
+    };
+    (spec, LoweredGroup { name: group.name.clone(), vars: group.vars.clone(), stmts })
+}
+
+fn scalar(e: &Expr, vars: &[String], dt: &DimTable) -> syn::Result<Scalar> {
+    if let Expr::Lit(l) = e {
+        if let syn::Lit::Float(f) = &l.lit {
+            return Ok(Scalar::Float(f.base10_digits().to_string()));
+        }
+    }
+    let scope = dt.scope(vars, "a scalar tile-op argument");
+    affine(e, &scope).map(Scalar::Int).map_err(|err| {
+        syn::Error::new(
+            e.span(),
+            format!("{err}\nnote: tile-op arguments are `tensor.tile([..], [..])`, float literals, or integer expressions of tile indices and dims"),
+        )
+    })
+}
+
+fn lower_access(a: &AccessExpr, vars: &[String], dt: &DimTable, events: &[String], params: &[String], errors: &mut Errors) -> Option<EventAccess> {
+    let Some(event) = events.iter().position(|e| a.event == e) else {
+        if params.iter().any(|p| a.event == p) {
+            errors.error(a.event.span(), format!("`{}` is a tensor, not an event: declare one with `let {} = event!([..]);`", a.event, a.event));
+        } else {
+            let cands: Vec<&str> = events.iter().map(String::as_str).collect();
+            errors.push(unknown(a.event.span(), "event", &a.event.to_string(), &cands));
+        }
+        return None;
+    };
+    let scope = dt.scope(vars, "an event index");
+    let mut index = Vec::new();
+    let mut ok = true;
+    for ix in &a.indices {
+        let lowered = match ix {
+            IndexExpr::At(e) => affine(e, &scope).map(Index::At),
+            IndexExpr::Range { start: None, end: None, .. } => Ok(Index::All),
+            IndexExpr::Range { start, end, span } => {
+                let s = start.as_ref().map(|e| affine(e, &scope)).transpose();
+                let e = end.as_ref().map(|e| affine(e, &scope)).transpose();
+                match (s, e) {
+                    (Ok(s), Ok(Some(e))) => Ok(Index::Range { start: s.unwrap_or(Affine::constant(0)), end: e }),
+                    (Ok(_), Ok(None)) => Err(syn::Error::new(*span, "an open-ended range `a ..` needs its end: write `a .. extent`")),
+                    (Err(err), _) | (_, Err(err)) => Err(err),
+                }
+            }
+            IndexExpr::Data { tensor, at, .. } => match params.iter().position(|p| tensor == p) {
+                Some(t) => at.iter().map(|e| affine(e, &scope)).collect::<syn::Result<Vec<_>>>().map(|at| Index::Data { tensor: t as u16, at: Cow::Owned(at) }),
+                None => {
+                    let cands: Vec<&str> = params.iter().map(String::as_str).collect();
+                    Err(unknown(tensor.span(), "index tensor", &tensor.to_string(), &cands))
+                }
+            },
+        };
+        match lowered {
+            Ok(i) => index.push(i),
+            Err(e) => {
+                errors.push(e);
+                ok = false;
+            }
+        }
+    }
+    ok.then(|| EventAccess { event: event as u16, index: Cow::Owned(index) })
+}

@@ -1,0 +1,76 @@
+//! Collecting errors: every rule reports into one [`Errors`]; they are emitted together.
+
+use proc_macro2::Span;
+
+/// Errors collected across parsing, lowering and checking.
+#[derive(Default)]
+pub struct Errors {
+    all: Option<syn::Error>,
+}
+
+impl Errors {
+    pub fn push(&mut self, e: syn::Error) {
+        match &mut self.all {
+            Some(all) => all.combine(e),
+            None => self.all = Some(e),
+        }
+    }
+
+    pub fn error(&mut self, span: Span, msg: impl std::fmt::Display) {
+        self.push(syn::Error::new(span, msg));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all.is_none()
+    }
+
+    pub fn into_result(self) -> Result<(), syn::Error> {
+        self.all.map_or(Ok(()), Err)
+    }
+}
+
+/// The candidate closest to `name` by edit distance, if close enough to be a likely typo.
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|&(d, c)| d <= (name.len().max(c.len()) / 3).max(1))
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// "cannot find X" with a suggestion.
+pub fn unknown(span: Span, what: &str, name: &str, candidates: &[&str]) -> syn::Error {
+    let mut msg = format!("cannot find {what} `{name}` in this megakernel");
+    if let Some(s) = did_you_mean(name, candidates.iter().copied()) {
+        msg.push_str(&format!("\nhelp: did you mean `{s}`?"));
+    }
+    syn::Error::new(span, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names_only() {
+        assert_eq!(did_you_mean("dynamc", ["static", "dynamic"]), Some("dynamic"));
+        assert_eq!(did_you_mean("done", ["dome", "part"]), Some("dome"));
+        assert_eq!(did_you_mean("xyz", ["static", "dynamic"]), None);
+    }
+}

@@ -1,0 +1,132 @@
+//! The expansion pipeline on `proc_macro2` tokens: attribute → model → analysis →
+//! generated code, with every error collected.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::diag::Errors;
+
+/// Expands `#[megakernel(attr)] item`.
+pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let args = crate::attr::parse(attr, &mut errors);
+    let model = match crate::parse::megakernel(item, &mut errors) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(e);
+            return errors.into_result().unwrap_err().to_compile_error();
+        }
+    };
+    let analyzed = crate::analyze::analyze(&model, &args, &mut errors);
+    match (analyzed, errors.into_result()) {
+        (Some(a), Ok(())) => {
+            let out = crate::host::generate(&model, &a, &args);
+            if args.debug {
+                eprintln!("// #[megakernel] expansion of `{}`\n{out}", model.name);
+            }
+            out
+        }
+        (_, result) => {
+            // The function's extents syntax only means something to this macro, so the
+            // item is not re-emitted as is; an empty module of the same name keeps the
+            // paths that name it resolving, so only the real errors show.
+            let compile_errors = result.err().map(|e| e.to_compile_error());
+            let vis = &model.vis;
+            let name = &model.name;
+            quote! {
+                #compile_errors
+                #[allow(dead_code)]
+                #vis mod #name {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand(attr: TokenStream, item: TokenStream) -> String {
+        megakernel(attr, item).to_string()
+    }
+
+    fn split_row_sum() -> TokenStream {
+        quote! {
+            pub fn split_row_sum(a: &Tensor<f32, { [R * 32, 128] }>, part: &mut Tensor<f32, { [R * 32, 4] }>, c: &mut Tensor<f32, { [R * 32] }>) {
+                let done = event!([R]);
+                tile!(partial[i, j] in [R, 4] {
+                    row_sum(a.tile([i, j], [32, 32]), part.tile([i, j], [32, 1]));
+                    signal!(done[i]);
+                });
+                tile!(total[i] in [R] {
+                    wait!(done[i]);
+                    row_sum(part.tile([i, 0], [32, 4]), c.tile([i], [32]));
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn expands_a_correct_megakernel() {
+        let out = expand(quote!(), split_row_sum());
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("pub mod split_row_sum"));
+        assert!(out.contains("fn __et_task_partial"));
+        assert!(out.contains("KernelRegistration"));
+        assert!(out.contains("et_group_1"));
+    }
+
+    #[test]
+    fn collects_several_errors() {
+        let item = quote! {
+            fn k(a: &Tensor<f32, { [N] }>) {
+                let e = event!([N]);
+                tile!(t[i] in [N] {
+                    wait!(ee[i]);
+                    signal!(e[i, 0]);
+                });
+            }
+        };
+        let out = expand(quote!(schedule = "dynamc"), item);
+        assert!(out.contains("did you mean \\\"dynamic\\\""), "{out}");
+        assert!(out.contains("cannot find event `ee`"), "{out}");
+    }
+
+    #[test]
+    fn bad_attribute_arguments() {
+        let out = expand(quote!(threads = 100), split_row_sum());
+        assert!(out.contains("multiple of 32"), "{out}");
+        let out = expand(quote!(dims(R)), split_row_sum());
+        assert!(out.contains("expected `R = value`"), "{out}");
+        let out = expand(quote!(schedul = "static"), split_row_sum());
+        assert!(out.contains("schedul"), "{out}");
+    }
+
+    #[test]
+    fn out_of_bounds_tile_is_reported() {
+        let item = quote! {
+            fn k(a: &Tensor<f32, { [R * 32, 128] }>, c: &mut Tensor<f32, { [R * 32] }>) {
+                tile!(t[i] in [R] {
+                    row_sum(a.tile([i + 1, 0], [32, 128]), c.tile([i], [32]));
+                });
+            }
+        };
+        let out = expand(quote!(), item);
+        assert!(out.contains("out of bounds"), "{out}");
+    }
+
+    #[test]
+    fn cuda_text_has_line_directives_and_loops() {
+        let item = quote! {
+            fn k(a: &Tensor<f32, { [N * 8] }>, out: &mut Tensor<f32, { [N * 8] }>) {
+                let e = event!([N]);
+                tile!(p[i] in [N] { add(a.tile([i], [8]), a.tile([i], [8]), out.tile([i], [8])); signal!(e[i]); });
+                tile!(q[z] in [1] { wait!(e[..]); });
+            }
+        };
+        let out = expand(quote!(), item);
+        assert!(out.contains("line ! ()"), "{out}");
+        assert!(out.contains("for (long long c0 = 0; c0 <"), "{out}");
+        assert!(out.contains("et::make_tile<float, 1>"), "{out}");
+    }
+}

@@ -1,0 +1,255 @@
+//! Host code generation: the megakernel's module with its `KERNEL` static, its
+//! registration, `launch`/`launch_with`, and one CPU task function per tile group.
+
+use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, GraphSpec, Index, ScheduleKind, Term};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::Path;
+
+use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt};
+use crate::attr::Args;
+use crate::model::Megakernel;
+
+/// The whole expansion of a checked megakernel.
+pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
+    let k = &args.krate;
+    let p = quote!(#k::__private);
+    let name = &m.name;
+    let vis = &m.vis;
+    let docs = m.attrs.iter().filter(|a| a.path().is_ident("doc"));
+    let graph = graph_tokens(&a.spec, &p);
+    let task_fns: Vec<TokenStream> = a.groups.iter().enumerate().map(|(g, lg)| task_fn(g, lg, m, a, &p)).collect();
+    let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
+    let cuda_body = crate::cuda::body(a, args.threads);
+    let ops = op_sources(a);
+    let threads = args.threads;
+
+    let params: Vec<TokenStream> = m
+        .params
+        .iter()
+        .zip(a.spec.tensors.iter())
+        .map(|(param, t)| {
+            let n = &param.name;
+            let ty = dtype_tokens(t.dtype, &p);
+            let r = if t.access == Access::Write { quote!(&mut) } else { quote!(&) };
+            quote_spanned!(param.ty_span=> #n: #r B::Tensor<#ty>)
+        })
+        .collect();
+    let names: Vec<_> = m.params.iter().map(|param| &param.name).collect();
+    let doc_launch = format!(
+        "Runs `{name}` once on `backend` and waits for it; symbolic dims are resolved from the tensors' shapes."
+    );
+
+    quote! {
+        #(#docs)*
+        #[allow(non_snake_case, unused_imports, unused_variables, unused_mut, clippy::all)]
+        #vis mod #name {
+            use super::*;
+
+            /// The megakernel: task graph, CPU task functions and CUDA source.
+            pub static KERNEL: #p::Kernel = #p::Kernel {
+                graph: #graph,
+                cpu_tasks: &[#(#task_names as #p::CpuTaskFn),*],
+                cuda: #p::CudaSource { body: #cuda_body, ops: &[#(#ops),*], block_threads: #threads },
+                module_path: ::core::module_path!(),
+                file: ::core::file!(),
+            };
+
+            #p::inventory::submit! { #p::KernelRegistration(&KERNEL) }
+
+            #[doc = #doc_launch]
+            pub fn launch<B: #p::Backend>(backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
+                launch_with(backend, &#p::LaunchOptions::default(), #(#names),*)
+            }
+
+            /// As [`launch`], with explicit options (schedule, trace, watchdog, chaos).
+            pub fn launch_with<B: #p::Backend>(backend: &B, options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
+                backend.launch(&KERNEL, &[#(#p::BackendTensor::raw(&*#names)),*], options)
+            }
+
+            #(#task_fns)*
+        }
+    }
+}
+
+fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
+    match d {
+        DType::F32 => quote!(f32),
+        DType::BF16 => quote!(#p::bf16),
+        DType::F16 => quote!(#p::f16),
+        DType::I32 => quote!(i32),
+        DType::U32 => quote!(u32),
+    }
+}
+
+/// The CUDA sources of the ops called, first use first, each path once.
+fn op_sources(a: &Analyzed) -> Vec<TokenStream> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for g in &a.groups {
+        for s in &g.stmts {
+            if let LoweredStmt::Op { func, span, .. } = s {
+                let key = quote!(#func).to_string();
+                if !seen.contains(&key) {
+                    seen.push(key);
+                    out.push(quote_spanned!(*span=> #func::CUDA));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn task_fn(g: usize, lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {
+    let fname = format_ident!("__et_task_{}", lg.name);
+    let cx = quote!(__et_cx);
+    let vars = lg.vars.iter().enumerate().map(|(k, v)| quote!(let #v: i64 = #cx.var(#k);));
+    let dims = a.dim_names.iter().enumerate().map(|(k, d)| {
+        let id = syn::Ident::new(d, Span::call_site());
+        quote!(let #id: i64 = #cx.dim(#k);)
+    });
+    let tensors = m.params.iter().zip(a.spec.tensors.iter()).enumerate().map(|(t, (param, spec))| {
+        let n = &param.name;
+        let ty = dtype_tokens(spec.dtype, p);
+        if spec.access == Access::Write {
+            quote!(let #n = #cx.output::<#ty>(#t);)
+        } else {
+            quote!(let #n = #cx.input::<#ty>(#t);)
+        }
+    });
+    let stmts = lg.stmts.iter().map(|s| match s {
+        LoweredStmt::Wait { access, span } => quote_spanned!(*span=> #cx.wait(#access);),
+        LoweredStmt::Signal { access, span } => quote_spanned!(*span=> #cx.signal(#access);),
+        LoweredStmt::Op { func, args, span } => {
+            let args = args.iter().map(|arg| arg_tokens(arg, m));
+            quote_spanned!(*span=> #func(#(#args),*); #cx.after_op();)
+        }
+    });
+    let _ = g;
+    quote! {
+        fn #fname(#cx: &#p::TaskContext<'_>) {
+            #(#vars)*
+            #(#dims)*
+            #(#tensors)*
+            #(#stmts)*
+        }
+    }
+}
+
+fn arg_tokens(arg: &LoweredArg, m: &Megakernel) -> TokenStream {
+    match arg {
+        LoweredArg::Tile { tensor, index, size, span } => {
+            let t = &m.params[*tensor].name;
+            let index = index.iter().map(|(e, _)| quote!((#e) as i64));
+            let size = size.iter().map(|s| {
+                let s = *s as usize;
+                quote!(#s)
+            });
+            quote_spanned!(*span=> #t.tile([#(#index),*], [#(#size),*]))
+        }
+        LoweredArg::Scalar { expr, .. } => quote!(#expr),
+    }
+}
+
+/// The `GraphSpec` as a constant expression.
+fn graph_tokens(s: &GraphSpec, p: &TokenStream) -> TokenStream {
+    let name = s.name.as_ref();
+    let dims = s.dims.iter().map(|d| {
+        let n = d.name.as_ref();
+        let kind = match d.kind {
+            DimKind::Static(v) => quote!(#p::DimKind::Static(#v)),
+            DimKind::Symbolic { max: Some(m) } => quote!(#p::DimKind::Symbolic { max: ::core::option::Option::Some(#m) }),
+            DimKind::Symbolic { max: None } => quote!(#p::DimKind::Symbolic { max: ::core::option::Option::None }),
+        };
+        quote!(#p::DimSpec { name: #p::Cow::Borrowed(#n), kind: #kind })
+    });
+    let tensors = s.tensors.iter().map(|t| {
+        let n = t.name.as_ref();
+        let dt = format_ident!("{}", format!("{:?}", t.dtype));
+        let shape = t.shape.iter().map(|e| affine_tokens(e, p));
+        let access = if t.access == Access::Write { quote!(#p::Access::Write) } else { quote!(#p::Access::Read) };
+        quote!(#p::TensorSpec { name: #p::Cow::Borrowed(#n), dtype: #p::DType::#dt, shape: #p::Cow::Borrowed(&[#(#shape),*]), access: #access })
+    });
+    let events = s.events.iter().map(|e| {
+        let n = e.name.as_ref();
+        let shape = e.shape.iter().map(|x| affine_tokens(x, p));
+        let count = match &e.count {
+            Count::Inferred => quote!(#p::Count::Inferred),
+            Count::Fixed(a) => {
+                let a = affine_tokens(a, p);
+                quote!(#p::Count::Fixed(#a))
+            }
+            Count::Dynamic { tensor } => quote!(#p::Count::Dynamic { tensor: #tensor }),
+        };
+        quote!(#p::EventSpec { name: #p::Cow::Borrowed(#n), shape: #p::Cow::Borrowed(&[#(#shape),*]), count: #count })
+    });
+    let groups = s.groups.iter().map(|g| {
+        let n = g.name.as_ref();
+        let vars = g.vars.iter().map(|v| v.as_ref());
+        let domain = g.domain.iter().map(|x| affine_tokens(x, p));
+        let waits = g.waits.iter().map(|a| access_tokens(a, p));
+        let signals = g.signals.iter().map(|a| access_tokens(a, p));
+        let tiles = g.tiles.iter().map(|t| {
+            let tensor = t.tensor;
+            let index = t.index.iter().map(|x| affine_tokens(x, p));
+            let size = t.size.iter();
+            quote!(#p::TileAccess { tensor: #tensor, index: #p::Cow::Borrowed(&[#(#index),*]), size: #p::Cow::Borrowed(&[#(#size),*]) })
+        });
+        let cost = g.cost;
+        quote!(#p::GroupSpec {
+            name: #p::Cow::Borrowed(#n),
+            vars: #p::Cow::Borrowed(&[#(#p::Cow::Borrowed(#vars)),*]),
+            domain: #p::Cow::Borrowed(&[#(#domain),*]),
+            waits: #p::Cow::Borrowed(&[#(#waits),*]),
+            signals: #p::Cow::Borrowed(&[#(#signals),*]),
+            tiles: #p::Cow::Borrowed(&[#(#tiles),*]),
+            cost: #cost,
+        })
+    });
+    let schedule = match s.schedule {
+        ScheduleKind::Static => quote!(#p::ScheduleKind::Static),
+        ScheduleKind::Dynamic => quote!(#p::ScheduleKind::Dynamic),
+    };
+    quote!(#p::GraphSpec {
+        name: #p::Cow::Borrowed(#name),
+        dims: #p::Cow::Borrowed(&[#(#dims),*]),
+        tensors: #p::Cow::Borrowed(&[#(#tensors),*]),
+        events: #p::Cow::Borrowed(&[#(#events),*]),
+        groups: #p::Cow::Borrowed(&[#(#groups),*]),
+        schedule: #schedule,
+    })
+}
+
+fn affine_tokens(a: &Affine, p: &TokenStream) -> TokenStream {
+    let c = a.constant;
+    let terms = a.terms.iter().map(|&(t, k)| match t {
+        Term::Var(v) => quote!((#p::Term::Var(#v), #k)),
+        Term::Dim(d) => quote!((#p::Term::Dim(#d), #k)),
+    });
+    quote!(#p::Affine { constant: #c, terms: #p::Cow::Borrowed(&[#(#terms),*]) })
+}
+
+fn access_tokens(a: &EventAccess, p: &TokenStream) -> TokenStream {
+    let ev = a.event;
+    let index = a.index.iter().map(|ix| match ix {
+        Index::At(x) => {
+            let x = affine_tokens(x, p);
+            quote!(#p::Index::At(#x))
+        }
+        Index::Range { start, end } => {
+            let (s, e) = (affine_tokens(start, p), affine_tokens(end, p));
+            quote!(#p::Index::Range { start: #s, end: #e })
+        }
+        Index::All => quote!(#p::Index::All),
+        Index::Data { tensor, at } => {
+            let at = at.iter().map(|x| affine_tokens(x, p));
+            quote!(#p::Index::Data { tensor: #tensor, at: #p::Cow::Borrowed(&[#(#at),*]) })
+        }
+    });
+    quote!(#p::EventAccess { event: #ev, index: #p::Cow::Borrowed(&[#(#index),*]) })
+}
+
+#[allow(dead_code)]
+fn path_last(p: &Path) -> String {
+    p.segments.last().map(|s| s.ident.to_string()).unwrap_or_default()
+}

@@ -1,0 +1,115 @@
+//! Lowering index and shape expressions to affine forms over tile indices and dims.
+
+use et_graph::{Affine, Term};
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr, Lit, UnOp};
+
+use crate::diag::unknown;
+
+/// The names an expression may use.
+pub struct Scope<'a> {
+    /// Tile indices of the enclosing group (empty outside a tile body).
+    pub vars: &'a [String],
+    /// Dims of the megakernel.
+    pub dims: &'a [String],
+    /// Values of the static dims (aligned with `dims`); a static dim lowers to its value.
+    pub statics: &'a [Option<i64>],
+    /// What the expression is, for messages ("an event index", "a tile extent").
+    pub what: &'a str,
+}
+
+impl Scope<'_> {
+    fn lookup(&self, name: &str) -> Option<Term> {
+        if let Some(v) = self.vars.iter().position(|v| v == name) {
+            return Some(Term::Var(v as u16));
+        }
+        self.dims.iter().position(|d| d == name).map(|d| Term::Dim(d as u16))
+    }
+
+    fn candidates(&self) -> Vec<&str> {
+        self.vars.iter().chain(self.dims.iter()).map(String::as_str).collect()
+    }
+}
+
+/// Lowers `e` to an affine expression, or explains why it is not one.
+pub fn affine(e: &Expr, scope: &Scope<'_>) -> syn::Result<Affine> {
+    match e {
+        Expr::Lit(l) => match &l.lit {
+            Lit::Int(i) => Ok(Affine::constant(i.base10_parse()?)),
+            other => Err(syn::Error::new(other.span(), format!("{} must be an integer expression", scope.what))),
+        },
+        Expr::Path(p) => {
+            let ident = p.path.get_ident().ok_or_else(|| {
+                syn::Error::new(p.span(), format!("{} can only use tile indices, dims and integers", scope.what))
+            })?;
+            let name = ident.to_string();
+            scope
+                .lookup(&name)
+                .map(|t| match t {
+                    Term::Dim(d) => scope.statics.get(d as usize).copied().flatten().map_or(Affine::term(t), Affine::constant),
+                    Term::Var(_) => Affine::term(t),
+                })
+                .ok_or_else(|| unknown(ident.span(), "tile index or dim", &name, &scope.candidates()))
+        }
+        Expr::Paren(p) => affine(&p.expr, scope),
+        Expr::Group(g) => affine(&g.expr, scope),
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => Ok(affine(&u.expr, scope)?.scale(-1)),
+        Expr::Binary(b) => {
+            let l = affine(&b.left, scope)?;
+            let r = affine(&b.right, scope)?;
+            match b.op {
+                BinOp::Add(_) => Ok(l.add(&r)),
+                BinOp::Sub(_) => Ok(l.sub(&r)),
+                BinOp::Mul(_) => match (l.as_constant(), r.as_constant()) {
+                    (Some(c), _) => Ok(r.scale(c)),
+                    (_, Some(c)) => Ok(l.scale(c)),
+                    _ => Err(syn::Error::new(
+                        b.span(),
+                        format!("{} must be affine: one side of `*` must be a constant (a literal or a static dim)", scope.what),
+                    )),
+                },
+                _ => Err(syn::Error::new(b.op.span(), format!("{} may only use `+`, `-` and `*` by a constant", scope.what))),
+            }
+        }
+        other => Err(syn::Error::new(other.span(), format!("{} must be an affine expression of tile indices and dims", scope.what))),
+    }
+}
+
+/// Lowers `e` and requires a constant (after substituting static dims).
+pub fn constant(e: &Expr, scope: &Scope<'_>, statics: &[et_graph::DimSpec]) -> syn::Result<i64> {
+    let a = affine(e, scope)?.substitute_static(statics);
+    a.as_constant().ok_or_else(|| {
+        syn::Error::new(e.span(), format!("{} must be a constant: a literal or a static dim (`dims(S = 4)`)", scope.what))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope<'a>(vars: &'a [String], dims: &'a [String]) -> Scope<'a> {
+        Scope { vars, dims, statics: &[], what: "an index" }
+    }
+
+    #[test]
+    fn lowers_affine_forms() {
+        let vars = vec!["i".to_string(), "k".to_string()];
+        let dims = vec!["R".to_string()];
+        let e: Expr = syn::parse_quote!(k * 8 + (R - 1) - 2 * i);
+        let a = affine(&e, &scope(&vars, &dims)).unwrap();
+        assert_eq!(a.display(&["i", "k"], &["R"]).to_string(), "-2*i + 8*k + R - 1");
+    }
+
+    #[test]
+    fn rejects_products_of_names_and_unknown_names() {
+        let vars = vec!["i".to_string()];
+        let dims = vec!["R".to_string()];
+        let e: Expr = syn::parse_quote!(i * R);
+        let err = affine(&e, &scope(&vars, &dims)).unwrap_err().to_string();
+        assert!(err.contains("must be affine"), "{err}");
+        let e: Expr = syn::parse_quote!(j + 1);
+        let err = affine(&e, &scope(&vars, &dims)).unwrap_err().to_string();
+        assert!(err.contains("cannot find tile index or dim `j`"), "{err}");
+        assert!(err.contains("did you mean `i`"), "{err}");
+    }
+}

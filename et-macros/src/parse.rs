@@ -1,0 +1,288 @@
+//! Parsing the annotated function into the [`model`](crate::model).
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Stmt, Token, Type, bracketed};
+
+use crate::diag::Errors;
+use crate::model::*;
+
+/// Parses the item; structural errors are collected in `errors` and the offending
+/// statement is skipped, so that one run reports as much as it can.
+pub fn megakernel(item: TokenStream, errors: &mut Errors) -> syn::Result<Megakernel> {
+    let f: ItemFn = syn::parse2(item)?;
+    if !f.sig.generics.params.is_empty() {
+        errors.error(f.sig.generics.span(), "a megakernel cannot be generic: its dims are named in tensor shapes");
+    }
+    if let syn::ReturnType::Type(_, ty) = &f.sig.output {
+        errors.error(ty.span(), "a megakernel returns nothing: its outputs are `&mut Tensor` parameters");
+    }
+    let mut params = Vec::new();
+    for arg in &f.sig.inputs {
+        match param(arg) {
+            Ok(p) => params.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    let mut events = Vec::new();
+    let mut groups = Vec::new();
+    for stmt in &f.block.stmts {
+        match body_item(stmt) {
+            Ok(BodyItem::Event(e)) => events.push(e),
+            Ok(BodyItem::Tile(g)) => groups.push(g),
+            Err(e) => errors.push(e),
+        }
+    }
+    if groups.is_empty() && errors.is_empty() {
+        errors.error(f.sig.ident.span(), "a megakernel needs at least one `tile!` group");
+    }
+    Ok(Megakernel { attrs: f.attrs, vis: f.vis, name: f.sig.ident, params, events, groups })
+}
+
+const PARAM_FORM: &str = "expected a tensor parameter `name: &Tensor<dtype, { [extents] }>` (or `&mut Tensor<..>` for outputs)";
+
+fn param(arg: &FnArg) -> syn::Result<Param> {
+    let FnArg::Typed(pt) = arg else {
+        return Err(syn::Error::new(arg.span(), "a megakernel is a free function: it takes no `self`"));
+    };
+    let Pat::Ident(pi) = &*pt.pat else {
+        return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
+    };
+    let Type::Reference(r) = &*pt.ty else {
+        return Err(syn::Error::new(pt.ty.span(), PARAM_FORM));
+    };
+    let Type::Path(tp) = &*r.elem else {
+        return Err(syn::Error::new(r.elem.span(), PARAM_FORM));
+    };
+    let last = tp.path.segments.last().expect("a path has a segment");
+    if last.ident != "Tensor" {
+        return Err(syn::Error::new(last.ident.span(), PARAM_FORM));
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return Err(syn::Error::new(last.span(), format!("{PARAM_FORM}: the dtype and extents are missing")));
+    };
+    let args: Vec<&GenericArgument> = args.args.iter().collect();
+    let [GenericArgument::Type(Type::Path(dt)), shape] = args[..] else {
+        return Err(syn::Error::new(last.arguments.span(), format!("{PARAM_FORM}: expected two arguments, a dtype and `{{ [extents] }}`")));
+    };
+    let dtype = dt.path.get_ident().cloned().ok_or_else(|| syn::Error::new(dt.span(), "expected a dtype: f32, bf16, f16, i32 or u32"))?;
+    let shape = match shape {
+        GenericArgument::Const(Expr::Block(b)) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+            Stmt::Expr(Expr::Array(a), None) => a.elems.iter().cloned().collect(),
+            other => return Err(syn::Error::new(other.span(), "expected the extents as an array: `{ [R * 32, 128] }`")),
+        },
+        other => {
+            return Err(syn::Error::new(
+                other.span(),
+                "expected the extents as a braced array, e.g. `{ [R * 32, 128] }` (Rust needs the braces around an expression in generic arguments)",
+            ));
+        }
+    };
+    Ok(Param { name: pi.ident.clone(), mutable: r.mutability.is_some(), dtype, shape, ty_span: pt.ty.span() })
+}
+
+enum BodyItem {
+    Event(EventDecl),
+    Tile(TileGroup),
+}
+
+const BODY_FORM: &str = "a megakernel body holds only `let name = event!(..);` and `tile!(..);` statements";
+
+fn macro_name(m: &syn::Macro) -> Option<String> {
+    m.path.get_ident().map(|i| i.to_string())
+}
+
+fn body_item(stmt: &Stmt) -> syn::Result<BodyItem> {
+    match stmt {
+        Stmt::Local(local) => {
+            let Pat::Ident(pi) = &local.pat else { return Err(syn::Error::new(local.pat.span(), "expected an event name")) };
+            let Some(init) = &local.init else { return Err(syn::Error::new(stmt.span(), BODY_FORM)) };
+            let Expr::Macro(m) = &*init.expr else { return Err(syn::Error::new(init.expr.span(), BODY_FORM)) };
+            if macro_name(&m.mac).as_deref() != Some("event") {
+                return Err(syn::Error::new(m.mac.path.span(), "only `event!(..)` can be bound with `let` in a megakernel"));
+            }
+            let d: EventArgs = m.mac.parse_body()?;
+            Ok(BodyItem::Event(EventDecl { name: pi.ident.clone(), shape: d.shape, count: d.count, span: m.mac.span() }))
+        }
+        Stmt::Macro(sm) => tile_macro(&sm.mac),
+        Stmt::Expr(Expr::Macro(m), _) => tile_macro(&m.mac),
+        other => Err(syn::Error::new(other.span(), BODY_FORM)),
+    }
+}
+
+fn tile_macro(mac: &syn::Macro) -> syn::Result<BodyItem> {
+    match macro_name(mac).as_deref() {
+        Some("tile") => Ok(BodyItem::Tile(mac.parse_body::<TileGroup>()?)),
+        Some("wait") | Some("signal") => {
+            Err(syn::Error::new(mac.path.span(), "`wait!` and `signal!` belong inside a `tile!` body"))
+        }
+        Some("event") => Err(syn::Error::new(mac.span(), "bind the event to a name: `let done = event!(..);`")),
+        _ => Err(syn::Error::new(mac.path.span(), BODY_FORM)),
+    }
+}
+
+struct EventArgs {
+    shape: Vec<Expr>,
+    count: Option<CountDecl>,
+}
+
+impl Parse for EventArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let content;
+        bracketed!(content in input);
+        let shape = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+        let mut count = None;
+        if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
+            let key: Ident = input.parse()?;
+            if key != "count" {
+                return Err(syn::Error::new(key.span(), format!("unknown event argument `{key}`; expected `count = ..`")));
+            }
+            input.parse::<Token![=]>()?;
+            if input.peek(Token![dyn]) {
+                let kw: Token![dyn] = input.parse()?;
+                let inner;
+                syn::parenthesized!(inner in input);
+                let tensor: Ident = inner.parse()?;
+                count = Some(CountDecl::Dynamic { span: kw.span.join(tensor.span()).unwrap_or(tensor.span()), tensor });
+            } else {
+                count = Some(CountDecl::Fixed(input.parse()?));
+            }
+            input.parse::<Option<Token![,]>>()?;
+        }
+        if !input.is_empty() {
+            return Err(input.error("expected `event!([extents])` or `event!([extents], count = ..)`"));
+        }
+        Ok(EventArgs { shape, count })
+    }
+}
+
+impl Parse for TileGroup {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        let content;
+        bracketed!(content in input);
+        let vars: Vec<Ident> = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+        input.parse::<Token![in]>()?;
+        let content;
+        bracketed!(content in input);
+        let domain: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+        let mut cost = None;
+        if input.parse::<Option<Token![,]>>()?.is_some() {
+            let key: Ident = input.parse()?;
+            if key != "cost" {
+                return Err(syn::Error::new(key.span(), format!("unknown tile argument `{key}`; expected `cost = N`")));
+            }
+            input.parse::<Token![=]>()?;
+            cost = Some(input.parse()?);
+        }
+        let body;
+        syn::braced!(body in input);
+        let mut stmts = Vec::new();
+        for stmt in body.call(syn::Block::parse_within)? {
+            stmts.push(tile_stmt(&stmt)?);
+        }
+        if !input.is_empty() {
+            return Err(input.error("unexpected tokens after the tile body"));
+        }
+        if vars.len() != domain.len() {
+            return Err(syn::Error::new(
+                name.span(),
+                format!("tile group `{name}` has {} ind{} but a domain of rank {}", vars.len(), if vars.len() == 1 { "ex" } else { "ices" }, domain.len()),
+            ));
+        }
+        Ok(TileGroup { name, vars, domain, cost, stmts })
+    }
+}
+
+const STMT_FORM: &str = "a tile body holds `wait!(..);`, `signal!(..);` and tile-op calls such as `row_sum(a.tile([i, j], [32, 32]), ..);`";
+
+fn tile_stmt(stmt: &Stmt) -> syn::Result<TileStmt> {
+    let mac = match stmt {
+        Stmt::Macro(sm) => Some(&sm.mac),
+        Stmt::Expr(Expr::Macro(m), _) => Some(&m.mac),
+        _ => None,
+    };
+    if let Some(mac) = mac {
+        let mut access: AccessExpr = match macro_name(mac).as_deref() {
+            Some("wait") | Some("signal") => mac.parse_body()?,
+            Some("tile") => return Err(syn::Error::new(mac.path.span(), "`tile!` groups cannot be nested")),
+            Some("event") => return Err(syn::Error::new(mac.path.span(), "declare events at the top of the megakernel, outside `tile!`")),
+            _ => return Err(syn::Error::new(mac.path.span(), STMT_FORM)),
+        };
+        access.span = mac.span();
+        return Ok(if macro_name(mac).as_deref() == Some("wait") { TileStmt::Wait(access) } else { TileStmt::Signal(access) });
+    }
+    match stmt {
+        Stmt::Expr(Expr::Call(call), _) => {
+            let Expr::Path(p) = &*call.func else { return Err(syn::Error::new(call.func.span(), "expected the name of a tile op")) };
+            let args = call.args.iter().map(op_arg).collect::<syn::Result<_>>()?;
+            Ok(TileStmt::Op(OpCall { func: p.path.clone(), args, span: stmt.span() }))
+        }
+        other => Err(syn::Error::new(other.span(), STMT_FORM)),
+    }
+}
+
+fn op_arg(e: &Expr) -> syn::Result<OpArg> {
+    if let Expr::MethodCall(mc) = e {
+        if mc.method == "tile" || mc.method == "tile_mut" || mc.method == "tile_ref" {
+            let Expr::Path(recv) = &*mc.receiver else {
+                return Err(syn::Error::new(mc.receiver.span(), "expected a tensor parameter before `.tile(..)`"));
+            };
+            let tensor = recv.path.get_ident().cloned().ok_or_else(|| syn::Error::new(recv.span(), "expected a tensor parameter"))?;
+            let args: Vec<&Expr> = mc.args.iter().collect();
+            let (Some(Expr::Array(index)), Some(Expr::Array(size)), 2) = (args.first(), args.get(1), args.len()) else {
+                return Err(syn::Error::new(mc.span(), "expected `tensor.tile([index..], [extent..])`"));
+            };
+            return Ok(OpArg::Tile(TileArg {
+                tensor,
+                index: index.elems.iter().cloned().collect(),
+                size: size.elems.iter().cloned().collect(),
+                span: mc.span(),
+            }));
+        }
+    }
+    Ok(OpArg::Scalar(e.clone()))
+}
+
+impl Parse for AccessExpr {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let event: Ident = input.parse()?;
+        let content;
+        bracketed!(content in input);
+        let mut indices = Vec::new();
+        while !content.is_empty() {
+            indices.push(index_expr(&content)?);
+            if content.is_empty() {
+                break;
+            }
+            content.parse::<Token![,]>()?;
+        }
+        if !input.is_empty() {
+            return Err(input.error("expected a single access such as `done[i]`"));
+        }
+        Ok(AccessExpr { event, indices, span: Span::call_site() })
+    }
+}
+
+fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
+    if input.peek(Ident) && input.peek2(syn::token::Bracket) {
+        let tensor: Ident = input.parse()?;
+        let content;
+        let b = bracketed!(content in input);
+        let at = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+        let span = tensor.span().join(b.span.close()).unwrap_or(tensor.span());
+        return Ok(IndexExpr::Data { tensor, at, span });
+    }
+    let e: Expr = input.parse()?;
+    Ok(match e {
+        Expr::Range(r) => {
+            if let syn::RangeLimits::Closed(t) = r.limits {
+                return Err(syn::Error::new(t.span(), "use a half-open range `a .. b` in an event access"));
+            }
+            IndexExpr::Range { span: r.span(), start: r.start.map(|b| *b), end: r.end.map(|b| *b) }
+        }
+        e => IndexExpr::At(e),
+    })
+}
