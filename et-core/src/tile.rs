@@ -173,6 +173,22 @@ impl<T: Element, const R: usize> TileRef<'_, T, R> {
         unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) }
     }
 
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the tile has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element at row-major position `k` of the tile.
+    #[inline]
+    pub fn get_flat(&self, k: usize) -> T {
+        self.get(unflatten(self.shape, k))
+    }
+
     /// The element at position `k` of dimension 0 (other coordinates 0).
     #[inline]
     pub fn get_row(&self, k: usize) -> T {
@@ -202,6 +218,22 @@ impl<T: Element, const R: usize> TileMut<'_, T, R> {
         unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) = v }
     }
 
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the tile has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes row-major position `k` of the tile.
+    #[inline]
+    pub fn set_flat(&mut self, k: usize, v: T) {
+        self.set(unflatten(self.shape, k), v)
+    }
+
     /// Writes position `k` of dimension 0 (other coordinates 0).
     #[inline]
     pub fn set_row(&mut self, k: usize, v: T) {
@@ -209,6 +241,15 @@ impl<T: Element, const R: usize> TileMut<'_, T, R> {
         idx[0] = k;
         self.set(idx, v)
     }
+}
+
+fn unflatten<const R: usize>(shape: [usize; R], mut k: usize) -> [usize; R] {
+    let mut idx = [0; R];
+    for d in (0..R).rev() {
+        idx[d] = k % shape[d];
+        k /= shape[d];
+    }
+    idx
 }
 
 /// Visits every index of a box of extents `shape`, row-major.

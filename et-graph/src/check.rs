@@ -247,18 +247,17 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         (!parts.is_empty()).then(|| format!("it fails for {}", parts.join(", ")))
     };
     let mut empty_ranges = Vec::new();
-    // `0 <= lo` and `hi_excl <= extent` over the domain of group g
-    let mut check_range = |g: usize, loc: Location, what: &str, lo: &Affine, hi_excl: &Affine, extent: &Affine| {
+    // `0 <= lo` and `hi_excl <= extent` over the domain of group g; `shown` is the
+    // expression as the user reads it
+    let mut check_range = |g: usize, loc: Location, what: &str, shown: &str, lo: &Affine, hi_excl: &Affine, extent: &Affine| {
         let group = &spec.groups[g];
-        let vars = group_vars(spec, g);
         if let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) {
             out.push(Diagnostic {
                 location: loc,
                 message: format!(
-                    "{what} `{}` can be negative: its smallest value over `{}` is `{}`",
-                    names.show(lo, &vars),
-                    group.name,
-                    names.show(&lo.min_over(&group.domain), &[])
+                    "{what} can be negative: `{shown}` reaches `{}` over the domain of `{}`",
+                    names.show(&lo.min_over(&group.domain), &[]),
+                    group.name
                 ),
                 help: witness(w),
             });
@@ -266,7 +265,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             out.push(Diagnostic {
                 location: loc,
                 message: format!(
-                    "{what} out of bounds: it reaches `{}` over the domain of `{}`, but the extent is `{}`",
+                    "{what} is out of bounds: `{shown}` reaches `{}` over the domain of `{}`, but the extent is `{}`",
                     names.show(&hi_excl.max_over(&group.domain).sub(&Affine::constant(1)), &[]),
                     group.name,
                     names.show(extent, &[])
@@ -280,12 +279,14 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         let one = Affine::constant(1);
         for (c, ix) in acc.index.iter().enumerate() {
             let loc = access_at(g, kind, k, Some(c));
+            let vars = group_vars(spec, g);
             let what = format!("index {c} of event `{}`", ev.name);
             match ix {
-                Index::At(a) => check_range(g, loc, &what, a, &a.add(&one), &ev.shape[c]),
+                Index::At(a) => check_range(g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &ev.shape[c]),
                 Index::Range { start, end } => {
-                    check_range(g, loc, &format!("range start of {what}"), start, &start.add(&one), &ev.shape[c].add(&one));
-                    check_range(g, loc, &format!("range end of {what}"), &Affine::constant(0), end, &ev.shape[c]);
+                    let shown = format!("{} .. {}", names.show(start, &vars), names.show(end, &vars));
+                    check_range(g, loc, &format!("the range at {what}"), &shown, start, &start.add(&one), &ev.shape[c].add(&one));
+                    check_range(g, loc, &format!("the range at {what}"), &shown, &Affine::constant(0), end, &ev.shape[c]);
                     if end.sub(start).min_over(&spec.groups[g].domain).prove_nonnegative(&spec.dims).is_err() {
                         empty_ranges.push(diag(loc, format!("range of {what} can end before it starts")));
                     }
@@ -295,7 +296,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     let t = &spec.tensors[*tensor as usize];
                     for (d, a) in at.iter().enumerate() {
                         let what = format!("index {d} of tensor `{}`", t.name);
-                        check_range(g, loc, &what, a, &a.add(&one), &t.shape[d]);
+                        check_range(g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &t.shape[d]);
                     }
                 }
             }
@@ -307,15 +308,14 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             for (d, (ix, &size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
                 let loc = Location::Tile { group: g as u16, tile: k as u16, coord: Some(d as u16) };
                 let start = ix.scale(size);
-                let what = format!("tile of `{}` in dimension {d} (rows `{}`)", t.name, {
-                    let vars = group_vars(spec, g);
-                    format!("{} .. {}", names.show(&start, &vars), names.show(&start.add(&Affine::constant(size)), &vars))
-                });
+                let vars = group_vars(spec, g);
+                let what = format!("the tile of `{}` in dimension {d}", t.name);
+                let shown = format!("{} .. {}", names.show(&start, &vars), names.show(&start.add(&Affine::constant(size)), &vars));
                 if size <= 0 {
                     empty_ranges.push(diag(loc, format!("tile extent {size} in dimension {d} must be positive")));
                     continue;
                 }
-                check_range(g, loc, &what, &start, &start.add(&Affine::constant(size)), &t.shape[d]);
+                check_range(g, loc, &what, &shown, &start, &start.add(&Affine::constant(size)), &t.shape[d]);
             }
         }
     }

@@ -10,7 +10,8 @@ use et_graph::{
     Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index, ScheduleKind,
     TensorSpec, TileAccess,
 };
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Expr, Ident, Path};
 
@@ -45,7 +46,7 @@ pub enum LoweredStmt {
 
 /// An argument of a tile-op call, lowered.
 pub enum LoweredArg {
-    Tile { tensor: usize, index: Vec<(Expr, Affine)>, size: Vec<i64>, span: Span },
+    Tile { tensor: usize, ident: Ident, index: Vec<(Expr, Affine)>, size: Vec<i64>, span: Span },
     Scalar { expr: Expr, value: Scalar },
 }
 
@@ -67,35 +68,41 @@ impl<'a> DimTable<'a> {
     }
 }
 
+/// The user's tokens behind each [`Location`]: errors span them from first to last
+/// token (`syn::Error::new_spanned`), which works on stable Rust.
 #[derive(Default)]
 struct Spans {
-    dims: Vec<Span>,
-    tensors: Vec<Span>,
-    events: Vec<Span>,
-    counts: Vec<Option<Span>>,
-    groups: Vec<Span>,
-    accesses: HashMap<(usize, bool, usize), (Span, Vec<Span>)>,
-    tiles: HashMap<(usize, usize), (Span, Vec<Span>)>,
+    dims: Vec<TokenStream>,
+    tensors: Vec<TokenStream>,
+    events: Vec<TokenStream>,
+    counts: Vec<Option<TokenStream>>,
+    groups: Vec<TokenStream>,
+    accesses: HashMap<(usize, bool, usize), (TokenStream, Vec<TokenStream>)>,
+    tiles: HashMap<(usize, usize), (TokenStream, Vec<TokenStream>)>,
 }
 
 impl Spans {
-    fn of(&self, loc: Location) -> Span {
+    fn of(&self, loc: Location) -> &TokenStream {
         match loc {
-            Location::Dim(d) => self.dims[d as usize],
-            Location::Tensor(t) => self.tensors[t as usize],
-            Location::Event(e) => self.events[e as usize],
-            Location::EventCount(e) => self.counts[e as usize].unwrap_or(self.events[e as usize]),
-            Location::Group(g) => self.groups[g as usize],
+            Location::Dim(d) => &self.dims[d as usize],
+            Location::Tensor(t) => &self.tensors[t as usize],
+            Location::Event(e) => &self.events[e as usize],
+            Location::EventCount(e) => self.counts[e as usize].as_ref().unwrap_or(&self.events[e as usize]),
+            Location::Group(g) => &self.groups[g as usize],
             Location::Access { group, kind, access, coord } => {
                 let (whole, coords) = &self.accesses[&(group as usize, kind == AccessKind::Wait, access as usize)];
-                coord.and_then(|c| coords.get(c as usize).copied()).unwrap_or(*whole)
+                coord.and_then(|c| coords.get(c as usize)).unwrap_or(whole)
             }
             Location::Tile { group, tile, coord } => {
                 let (whole, coords) = &self.tiles[&(group as usize, tile as usize)];
-                coord.and_then(|c| coords.get(c as usize).copied()).unwrap_or(*whole)
+                coord.and_then(|c| coords.get(c as usize)).unwrap_or(whole)
             }
         }
     }
+}
+
+fn tokens(t: &impl ToTokens) -> TokenStream {
+    t.to_token_stream()
 }
 
 /// Lowers and checks; all problems found are collected in `errors`.
@@ -146,7 +153,7 @@ fn to_error(d: &Diagnostic, spans: &Spans) -> syn::Error {
         msg.push_str("\nhelp: ");
         msg.push_str(h);
     }
-    syn::Error::new(spans.of(d.location), msg)
+    syn::Error::new_spanned(spans.of(d.location), msg)
 }
 
 fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Errors) -> Vec<DimSpec> {
@@ -162,7 +169,7 @@ fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Err
             DimValue::Max(v) => DimKind::Symbolic { max: Some(v) },
         };
         dims.push(DimSpec { name: name.into(), kind });
-        spans.dims.push(a.name.span());
+        spans.dims.push(tokens(&a.name));
     }
     // every other name in a parameter's extents is a symbolic dim
     for p in &m.params {
@@ -171,7 +178,7 @@ fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Err
                 let name = ident.to_string();
                 if !dims.iter().any(|d| d.name == name) {
                     dims.push(DimSpec { name: name.into(), kind: DimKind::Symbolic { max: None } });
-                    spans.dims.push(ident.span());
+                    spans.dims.push(tokens(&ident));
                 }
             }
         }
@@ -201,7 +208,7 @@ fn lower_tensors(m: &Megakernel, dt: &DimTable, spans: &mut Spans, errors: &mut 
     m.params
         .iter()
         .map(|p| {
-            spans.tensors.push(p.ty_span);
+            spans.tensors.push(p.ty_tokens.clone());
             let dtype = DType::from_rust_name(&p.dtype.to_string()).unwrap_or_else(|| {
                 let mut msg = format!("unknown dtype `{}`: expected one of f32, bf16, f16, i32, u32", p.dtype);
                 if let Some(s) = did_you_mean(&p.dtype.to_string(), DTYPES) {
@@ -238,8 +245,8 @@ fn lower_events(m: &Megakernel, dt: &DimTable, params: &[String], spans: &mut Sp
         if m.events[..k].iter().any(|o| o.name == ev.name) {
             errors.error(ev.name.span(), format!("event `{}` is declared twice", ev.name));
         }
-        spans.events.push(ev.name.span());
-        spans.counts.push(ev.count.as_ref().map(CountDecl::span));
+        spans.events.push(tokens(&ev.name));
+        spans.counts.push(ev.count.as_ref().map(CountDecl::tokens));
         let shape: Vec<Affine> = ev
             .shape
             .iter()
@@ -288,7 +295,7 @@ fn lower_group(
     spans: &mut Spans,
     errors: &mut Errors,
 ) -> (GroupSpec, LoweredGroup) {
-    spans.groups.push(group.name.span());
+    spans.groups.push(tokens(&group.name));
     let vars: Vec<String> = group.vars.iter().map(Ident::to_string).collect();
     for (k, v) in group.vars.iter().enumerate() {
         if dt.names.iter().any(|d| *v == d) {
@@ -322,7 +329,7 @@ fn lower_group(
                 let list = if is_wait { &mut waits } else { &mut signals };
                 let k = list.len();
                 let Some(access) = lower_access(a, &vars, dt, &event_names, params, errors) else { continue };
-                spans.accesses.insert((g, is_wait, k), (a.span, a.indices.iter().map(IndexExpr::span).collect()));
+                spans.accesses.insert((g, is_wait, k), (a.tokens.clone(), a.indices.iter().map(IndexExpr::tokens).collect()));
                 list.push(access);
                 stmts.push(if is_wait { LoweredStmt::Wait { access: k, span: a.span } } else { LoweredStmt::Signal { access: k, span: a.span } });
             }
@@ -348,13 +355,13 @@ fn lower_group(
                             if index.len() != t.index.len() || size.len() != t.size.len() {
                                 continue;
                             }
-                            spans.tiles.insert((g, tiles.len()), (t.span, t.index.iter().map(Spanned::span).collect()));
+                            spans.tiles.insert((g, tiles.len()), (t.tokens.clone(), t.index.iter().map(tokens).collect()));
                             tiles.push(TileAccess {
                                 tensor: tensor as u16,
                                 index: Cow::Owned(index.iter().map(|(_, a)| a.clone()).collect()),
                                 size: Cow::Owned(size.clone()),
                             });
-                            args.push(LoweredArg::Tile { tensor, index, size, span: t.span });
+                            args.push(LoweredArg::Tile { tensor, ident: t.tensor.clone(), index, size, span: t.span });
                         }
                         OpArg::Scalar(e) => match scalar(e, &vars, dt) {
                             Ok(value) => args.push(LoweredArg::Scalar { expr: e.clone(), value }),
@@ -417,7 +424,7 @@ fn lower_access(a: &AccessExpr, vars: &[String], dt: &DimTable, events: &[String
         let lowered = match ix {
             IndexExpr::At(e) => affine(e, &scope).map(Index::At),
             IndexExpr::Range { start: None, end: None, .. } => Ok(Index::All),
-            IndexExpr::Range { start, end, span } => {
+            IndexExpr::Range { start, end, span, .. } => {
                 let s = start.as_ref().map(|e| affine(e, &scope)).transpose();
                 let e = end.as_ref().map(|e| affine(e, &scope)).transpose();
                 match (s, e) {

@@ -121,7 +121,7 @@ fn task_fn(g: usize, lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenS
         LoweredStmt::Wait { access, span } => quote_spanned!(*span=> #cx.wait(#access);),
         LoweredStmt::Signal { access, span } => quote_spanned!(*span=> #cx.signal(#access);),
         LoweredStmt::Op { func, args, span } => {
-            let args = args.iter().map(|arg| arg_tokens(arg, m));
+            let args = args.iter().map(arg_tokens);
             quote_spanned!(*span=> #func(#(#args),*); #cx.after_op();)
         }
     });
@@ -136,10 +136,9 @@ fn task_fn(g: usize, lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenS
     }
 }
 
-fn arg_tokens(arg: &LoweredArg, m: &Megakernel) -> TokenStream {
+fn arg_tokens(arg: &LoweredArg) -> TokenStream {
     match arg {
-        LoweredArg::Tile { tensor, index, size, span } => {
-            let t = &m.params[*tensor].name;
+        LoweredArg::Tile { ident: t, index, size, span, .. } => {
             let index = index.iter().map(|(e, _)| quote!((#e) as i64));
             let size = size.iter().map(|s| {
                 let s = *s as usize;

@@ -1,6 +1,7 @@
 //! The typed model of a `#[megakernel]` function, as written (syntax with spans).
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::{Attribute, Expr, Ident, Path, Visibility};
 
 /// The whole annotated function.
@@ -21,6 +22,8 @@ pub struct Param {
     pub shape: Vec<Expr>,
     /// The whole type, for errors about the parameter.
     pub ty_span: Span,
+    /// The whole type's tokens, for errors spanning it.
+    pub ty_tokens: TokenStream,
 }
 
 /// `let name = event!([shape], count = ..);`
@@ -36,14 +39,14 @@ pub enum CountDecl {
     /// `count = 4`, `count = K * 2`.
     Fixed(Expr),
     /// `count = dyn(tensor)`.
-    Dynamic { tensor: Ident, span: Span },
+    Dynamic { tensor: Ident, tokens: TokenStream },
 }
 
 impl CountDecl {
-    pub fn span(&self) -> Span {
+    pub fn tokens(&self) -> TokenStream {
         match self {
-            CountDecl::Fixed(e) => syn::spanned::Spanned::span(e),
-            CountDecl::Dynamic { span, .. } => *span,
+            CountDecl::Fixed(e) => e.to_token_stream(),
+            CountDecl::Dynamic { tokens, .. } => tokens.clone(),
         }
     }
 }
@@ -68,22 +71,24 @@ pub enum TileStmt {
 pub struct AccessExpr {
     pub event: Ident,
     pub indices: Vec<IndexExpr>,
-    /// The macro invocation (`wait!(..)`), for `#line` and whole-access errors.
+    /// The macro invocation (`wait!(..)`), for `#line`.
     pub span: Span,
+    /// The macro invocation's tokens, for whole-access errors.
+    pub tokens: TokenStream,
 }
 
 /// One coordinate of an access.
 pub enum IndexExpr {
     At(Expr),
-    Range { start: Option<Expr>, end: Option<Expr>, span: Span },
-    Data { tensor: Ident, at: Vec<Expr>, span: Span },
+    Range { start: Option<Expr>, end: Option<Expr>, span: Span, tokens: TokenStream },
+    Data { tensor: Ident, at: Vec<Expr>, tokens: TokenStream },
 }
 
 impl IndexExpr {
-    pub fn span(&self) -> Span {
+    pub fn tokens(&self) -> TokenStream {
         match self {
-            IndexExpr::At(e) => syn::spanned::Spanned::span(e),
-            IndexExpr::Range { span, .. } | IndexExpr::Data { span, .. } => *span,
+            IndexExpr::At(e) => e.to_token_stream(),
+            IndexExpr::Range { tokens, .. } | IndexExpr::Data { tokens, .. } => tokens.clone(),
         }
     }
 }
@@ -109,4 +114,5 @@ pub struct TileArg {
     pub index: Vec<Expr>,
     pub size: Vec<Expr>,
     pub span: Span,
+    pub tokens: TokenStream,
 }

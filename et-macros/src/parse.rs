@@ -3,6 +3,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
+use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Stmt, Token, Type, bracketed};
 
@@ -80,7 +81,14 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
             ));
         }
     };
-    Ok(Param { name: pi.ident.clone(), mutable: r.mutability.is_some(), dtype, shape, ty_span: pt.ty.span() })
+    Ok(Param {
+        name: pi.ident.clone(),
+        mutable: r.mutability.is_some(),
+        dtype,
+        shape,
+        ty_span: pt.ty.span(),
+        ty_tokens: pt.ty.to_token_stream(),
+    })
 }
 
 enum BodyItem {
@@ -145,7 +153,8 @@ impl Parse for EventArgs {
                 let inner;
                 syn::parenthesized!(inner in input);
                 let tensor: Ident = inner.parse()?;
-                count = Some(CountDecl::Dynamic { span: kw.span.join(tensor.span()).unwrap_or(tensor.span()), tensor });
+                let _ = kw;
+                count = Some(CountDecl::Dynamic { tokens: tensor.to_token_stream(), tensor });
             } else {
                 count = Some(CountDecl::Fixed(input.parse()?));
             }
@@ -212,6 +221,7 @@ fn tile_stmt(stmt: &Stmt) -> syn::Result<TileStmt> {
             _ => return Err(syn::Error::new(mac.path.span(), STMT_FORM)),
         };
         access.span = mac.span();
+        access.tokens = mac.to_token_stream();
         return Ok(if macro_name(mac).as_deref() == Some("wait") { TileStmt::Wait(access) } else { TileStmt::Signal(access) });
     }
     match stmt {
@@ -240,6 +250,7 @@ fn op_arg(e: &Expr) -> syn::Result<OpArg> {
                 index: index.elems.iter().cloned().collect(),
                 size: size.elems.iter().cloned().collect(),
                 span: mc.span(),
+                tokens: mc.to_token_stream(),
             }));
         }
     }
@@ -262,7 +273,7 @@ impl Parse for AccessExpr {
         if !input.is_empty() {
             return Err(input.error("expected a single access such as `done[i]`"));
         }
-        Ok(AccessExpr { event, indices, span: Span::call_site() })
+        Ok(AccessExpr { event, indices, span: Span::call_site(), tokens: TokenStream::new() })
     }
 }
 
@@ -270,10 +281,10 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
     if input.peek(Ident) && input.peek2(syn::token::Bracket) {
         let tensor: Ident = input.parse()?;
         let content;
-        let b = bracketed!(content in input);
-        let at = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
-        let span = tensor.span().join(b.span.close()).unwrap_or(tensor.span());
-        return Ok(IndexExpr::Data { tensor, at, span });
+        bracketed!(content in input);
+        let at: Punctuated<Expr, Token![,]> = Punctuated::parse_terminated(&content)?;
+        let tokens = quote::quote!(#tensor[#at]);
+        return Ok(IndexExpr::Data { tensor, at: at.into_iter().collect(), tokens });
     }
     let e: Expr = input.parse()?;
     Ok(match e {
@@ -281,7 +292,7 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
             if let syn::RangeLimits::Closed(t) = r.limits {
                 return Err(syn::Error::new(t.span(), "use a half-open range `a .. b` in an event access"));
             }
-            IndexExpr::Range { span: r.span(), start: r.start.map(|b| *b), end: r.end.map(|b| *b) }
+            IndexExpr::Range { span: r.span(), tokens: r.to_token_stream(), start: r.start.map(|b| *b), end: r.end.map(|b| *b) }
         }
         e => IndexExpr::At(e),
     })

@@ -32,27 +32,32 @@ __device__ void matmul(et::Tile<A, 2> a, et::Tile<B, 2> b, et::Tile<float, 2> c)
 
 crate::tile_op! {
     cuda = r#"
-template <class W, class X>
-__device__ void gemv(et::Tile<W, 2> w, et::Tile<X, 1> x, et::Tile<float, 1> y) {
+template <class W, class X, int RX, int RY>
+__device__ void gemv(et::Tile<W, 2> w, et::Tile<X, RX> x, et::Tile<float, RY> y) {
     // one warp per output row
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     for (int r = warp; r < w.shape[0]; r += warps) {
         float acc = 0.0f;
-        for (int k = lane; k < w.shape[1]; k += 32) acc += et::to_float(w(r, k)) * et::to_float(x(k));
+        for (int k = lane; k < w.shape[1]; k += 32) acc += et::to_float(w(r, k)) * et::to_float(x.flat(k));
         acc = et::warp_sum(acc);
-        if (lane == 0) y(r) = acc;
+        if (lane == 0) y.flat(r) = acc;
     }
 }
 "#;
-    /// `y = w · x` with f32 accumulation: `w` is `n x k` (row-major weights), `x` has `k`
-    /// elements, `y` has `n` (overwritten).
-    pub fn gemv<W: Element, X: Element>(w: TileRef<'_, W, 2>, x: TileRef<'_, X, 1>, mut y: TileMut<'_, f32, 1>) {
+    /// `y = w · x` with f32 accumulation: `w` is `n x k` (row-major weights); `x` holds
+    /// `k` elements and `y` holds `n`, each as a tile of any rank read row-major (a row of
+    /// a batch, `[1, k]`, or a vector, `[k]`). `y` is overwritten.
+    pub fn gemv<W: Element, X: Element, const RX: usize, const RY: usize>(
+        w: TileRef<'_, W, 2>,
+        x: TileRef<'_, X, RX>,
+        mut y: TileMut<'_, f32, RY>,
+    ) {
         let [n, k] = w.shape();
-        assert_eq!(x.shape(), [k], "gemv: x extent");
-        assert_eq!(y.shape(), [n], "gemv: y extent");
+        assert_eq!(x.len(), k, "gemv: x holds {} elements, w has {k} columns", x.len());
+        assert_eq!(y.len(), n, "gemv: y holds {} elements, w has {n} rows", y.len());
         for r in 0..n {
-            let acc: f32 = (0..k).map(|p| w.get([r, p]).to_f32() * x.get([p]).to_f32()).sum();
-            y.set([r], acc);
+            let acc: f32 = (0..k).map(|p| w.get([r, p]).to_f32() * x.get_flat(p).to_f32()).sum();
+            y.set_flat(r, acc);
         }
     }
 }

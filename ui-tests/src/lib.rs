@@ -1,0 +1,17 @@
+//! The passing ui programs as a library, so that other test binaries (the NVRTC compile
+//! test, the GPU tests in `et-device`) can link their megakernels and run their checks.
+//! `trybuild` compiles the same files one by one as programs.
+#![allow(missing_docs)]
+
+#[path = "../tests/ui/pass/chain_dynamic.rs"]
+pub mod chain_dynamic;
+#[path = "../tests/ui/pass/moe_routing.rs"]
+pub mod moe_routing;
+#[path = "../tests/ui/pass/prefetch_diamond.rs"]
+pub mod prefetch_diamond;
+#[path = "../tests/ui/pass/ranges.rs"]
+pub mod ranges;
+#[path = "../tests/ui/pass/split_row_sum.rs"]
+pub mod split_row_sum;
+#[path = "../tests/ui/pass/static_dims_counts.rs"]
+pub mod static_dims_counts;

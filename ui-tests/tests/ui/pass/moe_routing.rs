@@ -1,0 +1,89 @@
+//! Data-dependent accesses on a `dyn` event (`arrived[topk[t, k]]`), a user-defined tile
+//! op, and the dynamic schedule: each token's two routed copies signal their experts;
+//! expert `e` waits for exactly the tokens the router sent it (`counts[e]`, known only at
+//! run time), then sums them.
+use et_core::prelude::*;
+
+et_core::tile_op! {
+    cuda = r#"
+__device__ void expert_sum(et::Tile<unsigned int, 2> topk, et::Tile<float, 2> slots, et::Tile<float, 2> out, long long e) {
+    for (int c = threadIdx.x; c < out.shape[1]; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = 0; t < topk.shape[0]; ++t)
+            for (int k = 0; k < topk.shape[1]; ++k)
+                if ((long long)topk(t, k) == e) acc += slots(t * topk.shape[1] + k, c);
+        out(0, c) = acc;
+    }
+}
+"#;
+    /// `out[0, c] = Σ slots[t * K + k, c]` over the `(t, k)` routed to expert `e`.
+    pub fn expert_sum(topk: TileRef<'_, u32, 2>, slots: TileRef<'_, f32, 2>, mut out: TileMut<'_, f32, 2>, e: i64) {
+        let [tokens, per] = topk.shape();
+        for c in 0..out.shape()[1] {
+            let mut acc = 0f32;
+            for t in 0..tokens {
+                for k in 0..per {
+                    if topk.get([t, k]) as i64 == e {
+                        acc += slots.get([t * per + k, c]);
+                    }
+                }
+            }
+            out.set([0, c], acc);
+        }
+    }
+}
+
+#[megakernel(schedule = "dynamic", dims(T = 16))]
+pub fn moe_gather(
+    topk: &Tensor<u32, { [T, 2] }>,
+    counts: &Tensor<u32, { [E] }>,
+    x: &Tensor<f32, { [T, 8] }>,
+    slots: &mut Tensor<f32, { [T * 2, 8] }>,
+    y: &mut Tensor<f32, { [E, 8] }>,
+) {
+    let arrived = event!([E], count = dyn(counts));
+    tile!(route[t, k] in [T, 2] {
+        add(x.tile([t, 0], [1, 8]), x.tile([t, 0], [1, 8]), slots.tile([t * 2 + k, 0], [1, 8]));
+        signal!(arrived[topk[t, k]]);
+    });
+    tile!(expert[e] in [E] {
+        wait!(arrived[e]);
+        expert_sum(topk.tile([0, 0], [16, 2]), slots.tile([0, 0], [32, 8]), y.tile([e, 0], [1, 8]), e);
+    });
+}
+
+pub fn check<B: Backend<Tensor<f32> = Tensor<f32>, Tensor<u32> = Tensor<u32>>>(backend: &B, experts: usize, seed: u64, chaos: Option<u64>) {
+    let mut rng = et_core::graph::schedule::SplitMix64::new(seed);
+    let routes: Vec<u32> = (0..32).map(|_| rng.below(experts) as u32).collect();
+    let mut counts = vec![0u32; experts];
+    for &r in &routes {
+        counts[r as usize] += 1;
+    }
+    let topk = Tensor::from_vec(&[16, 2], routes.clone()).unwrap();
+    let counts = Tensor::from_vec(&[experts], counts).unwrap();
+    let x = Tensor::<f32>::random(&[16, 8], seed);
+    let mut slots = Tensor::poisoned(&[32, 8]);
+    let mut y = Tensor::poisoned(&[experts, 8]);
+    let opts = LaunchOptions { chaos, ..Default::default() };
+    moe_gather::launch_with(backend, &opts, &topk, &counts, &x, &mut slots, &mut y).unwrap();
+    for e in 0..experts {
+        for c in 0..8 {
+            let mut want = 0f32;
+            for (slot, &r) in routes.iter().enumerate() {
+                if r as usize == e {
+                    want += x.get(&[slot / 2, c]) + x.get(&[slot / 2, c]);
+                }
+            }
+            assert_eq!(y.get(&[e, c]), want, "expert {e} column {c}");
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn main() {
+    for experts in [1, 3, 8] {
+        for seed in 0..3 {
+            check(&Cpu::new(), experts, seed, Some(seed));
+        }
+    }
+}

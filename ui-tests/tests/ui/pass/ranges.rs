@@ -1,0 +1,48 @@
+//! Range accesses: `e[k * 8 .. k * 8 + 8]` (a block of elements) and `e[..]` (all).
+//! part[p] = x[p] + x[p]; block[k] sums its 8 parts after waiting on exactly them;
+//! gather waits on every block, then copies the first one out.
+use et_core::prelude::*;
+
+#[megakernel]
+pub fn block_sums(x: &Tensor<f32, { [K * 8, 16] }>, part: &mut Tensor<f32, { [K * 8, 16] }>, block: &mut Tensor<f32, { [K * 8, 1] }>, total: &mut Tensor<f32, { [8] }>) {
+    let parts = event!([K * 8]);
+    let blocks = event!([K]);
+    tile!(double[p] in [K * 8] {
+        add(x.tile([p, 0], [1, 16]), x.tile([p, 0], [1, 16]), part.tile([p, 0], [1, 16]));
+        signal!(parts[p]);
+    });
+    tile!(sum[k] in [K] {
+        wait!(parts[k * 8 .. k * 8 + 8]);
+        row_sum(part.tile([k, 0], [8, 16]), block.tile([k, 0], [8, 1]));
+        signal!(blocks[k]);
+    });
+    tile!(gather[z] in [1] {
+        wait!(blocks[..]);
+        row_sum(block.tile([0, 0], [8, 1]), total.tile([0], [8]));
+    });
+}
+
+pub fn check(backend: &impl Backend<Tensor<f32> = Tensor<f32>>, k: usize, chaos: Option<u64>) {
+    let x = Tensor::<f32>::random(&[k * 8, 16], k as u64);
+    let mut part = Tensor::poisoned(&[k * 8, 16]);
+    let mut block = Tensor::poisoned(&[k * 8, 1]);
+    let mut total = Tensor::poisoned(&[8]);
+    let opts = LaunchOptions { chaos, ..Default::default() };
+    block_sums::launch_with(backend, &opts, &x, &mut part, &mut block, &mut total).unwrap();
+    for r in 0..k * 8 {
+        let want: f32 = (0..16).map(|c| x.get(&[r, c]) + x.get(&[r, c])).sum();
+        assert_eq!(block.get(&[r, 0]), want);
+        if r < 8 {
+            assert_eq!(total.get(&[r]), want);
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn main() {
+    for k in [1, 3, 10] {
+        for chaos in [None, Some(k as u64 + 1)] {
+            check(&Cpu::new(), k, chaos);
+        }
+    }
+}
