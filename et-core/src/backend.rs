@@ -78,6 +78,12 @@ pub trait Backend {
     /// A short description (`cpu`, `cuda: NVIDIA H200`).
     fn describe(&self) -> String;
 
+    /// Copies a host tensor into the backend's memory.
+    fn upload<T: Element>(&self, host: &crate::Tensor<T>) -> crate::Result<Self::Tensor<T>>;
+
+    /// Copies a backend tensor back to the host.
+    fn download<T: Element>(&self, tensor: &Self::Tensor<T>) -> crate::Result<crate::Tensor<T>>;
+
     /// Runs `kernel` once over `args` (in signature order) and waits for it.
     fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> crate::Result<LaunchReport>;
 }

@@ -17,7 +17,7 @@ pub struct StaticSchedule {
 }
 
 /// How tasks are placed on workers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Placement {
     /// Task `k` of the order goes to worker `k % workers`.
     RoundRobin,

@@ -216,7 +216,7 @@ pub struct GroupSpec {
 }
 
 /// Static or dynamic scheduling.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ScheduleKind {
     /// Per-SM queues cut from one topological order, built on the host.
     #[default]

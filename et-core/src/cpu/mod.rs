@@ -83,6 +83,14 @@ impl Backend for Cpu {
         format!("cpu ({} workers)", self.workers)
     }
 
+    fn upload<T: Element>(&self, host: &Tensor<T>) -> Result<Tensor<T>> {
+        Ok(host.clone())
+    }
+
+    fn download<T: Element>(&self, tensor: &Tensor<T>) -> Result<Tensor<T>> {
+        Ok(tensor.clone())
+    }
+
     fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> Result<LaunchReport> {
         kernel.check_dtypes(args)?;
         let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;

@@ -16,13 +16,16 @@ pub fn prefix_chain(x: &Tensor<f32, { [N] }>, out: &mut Tensor<f32, { [N + 1] }>
     });
 }
 
-pub fn check(backend: &impl Backend<Tensor<f32> = Tensor<f32>>, n: usize, chaos: Option<u64>) {
+/// Runs on any backend and checks against a sequential reference.
+pub fn check<B: Backend>(backend: &B, n: usize, chaos: Option<u64>) {
     let x = Tensor::<f32>::random(&[n], n as u64);
-    let zero = Tensor::<f32>::zeros(&[1]);
-    let mut out = Tensor::poisoned(&[n + 1]);
+    let dx = backend.upload(&x).unwrap();
+    let zero = backend.upload(&Tensor::<f32>::zeros(&[1])).unwrap();
+    let mut dout = backend.upload(&Tensor::<f32>::poisoned(&[n + 1])).unwrap();
     let opts = LaunchOptions { chaos, ..Default::default() };
-    let report = prefix_chain::launch_with(backend, &opts, &x, &mut out, &zero).unwrap();
+    let report = prefix_chain::launch_with(backend, &opts, &dx, &mut dout, &zero).unwrap();
     assert_eq!(report.schedule, ScheduleKind::Dynamic);
+    let out = backend.download(&dout).unwrap();
     let mut acc = 0f32;
     for i in 0..n {
         acc += x.as_slice()[i];

@@ -30,12 +30,15 @@ pub fn diamond(x: &Tensor<f32, { [B * 16] }>, s: &mut Tensor<f32, { [B * 16] }>,
     });
 }
 
-pub fn check(backend: &impl Backend<Tensor<f32> = Tensor<f32>>, blocks: usize, chaos: Option<u64>) {
+/// Runs on any backend and checks against a sequential reference.
+pub fn check<B: Backend>(backend: &B, blocks: usize, chaos: Option<u64>) {
     let x = Tensor::<f32>::random(&[blocks * 16], 4);
-    let t: Vec<Tensor<f32>> = (0..4).map(|_| Tensor::poisoned(&[blocks * 16])).collect();
-    let [mut s, mut l, mut r, mut y]: [Tensor<f32>; 4] = t.try_into().unwrap();
+    let dx = backend.upload(&x).unwrap();
+    let poisoned = || backend.upload(&Tensor::<f32>::poisoned(&[blocks * 16])).unwrap();
+    let (mut s, mut l, mut r, mut dy) = (poisoned(), poisoned(), poisoned(), poisoned());
     let opts = LaunchOptions { chaos, ..Default::default() };
-    diamond::launch_with(backend, &opts, &x, &mut s, &mut l, &mut r, &mut y).unwrap();
+    diamond::launch_with(backend, &opts, &dx, &mut s, &mut l, &mut r, &mut dy).unwrap();
+    let y = backend.download(&dy).unwrap();
     for (i, &v) in x.as_slice().iter().enumerate() {
         let s = v + v;
         assert_eq!(y.as_slice()[i], (s + s) + ((v + v) + s));

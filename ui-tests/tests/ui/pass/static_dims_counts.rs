@@ -22,13 +22,16 @@ pub fn reference(w: &Tensor<bf16>, x: &Tensor<bf16>) -> Vec<f32> {
         .collect()
 }
 
-pub fn check<B: Backend<Tensor<f32> = Tensor<f32>, Tensor<bf16> = Tensor<bf16>>>(backend: &B, batch: usize, chaos: Option<u64>) {
+/// Runs on any backend and checks against a sequential reference.
+pub fn check<B: Backend>(backend: &B, batch: usize, chaos: Option<u64>) {
     let w = Tensor::<bf16>::random(&[64, 64], 1);
     let x = Tensor::<bf16>::random(&[batch, 64], batch as u64);
-    let mut y = Tensor::poisoned(&[batch, 64]);
-    let mut s = Tensor::poisoned(&[batch]);
+    let (dw, dx) = (backend.upload(&w).unwrap(), backend.upload(&x).unwrap());
+    let mut y = backend.upload(&Tensor::<f32>::poisoned(&[batch, 64])).unwrap();
+    let mut ds = backend.upload(&Tensor::<f32>::poisoned(&[batch])).unwrap();
     let opts = LaunchOptions { chaos, ..Default::default() };
-    gemv_rows::launch_with(backend, &opts, &w, &x, &mut y, &mut s).unwrap();
+    gemv_rows::launch_with(backend, &opts, &dw, &dx, &mut y, &mut ds).unwrap();
+    let s = backend.download(&ds).unwrap();
     let want = reference(&w, &x);
     for b in 0..batch {
         assert!((s.get(&[b]) - want[b]).abs() <= 1e-3 * (1.0 + want[b].abs()), "{} vs {}", s.get(&[b]), want[b]);

@@ -1,0 +1,279 @@
+//! The CUDA backend.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::nvrtc::Ptx;
+use et_core::graph::resolve::LaunchTensors;
+use et_core::graph::schedule::Placement;
+use et_core::graph::{Resolved, ScheduleKind};
+use et_core::trace::{TaskSpan, write_chrome_trace};
+use et_core::{Backend, BlockedWait, DType, Element, Error, Kernel, LaunchOptions, LaunchReport, RawTensor, Tensor};
+
+use crate::availability::driver_available;
+use crate::compile::{Compiler, ImageKind};
+use crate::memory::{CudaTensor, as_bytes, from_bytes};
+use crate::runtime::{GraphState, kernel_args};
+
+fn device_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+    move |e| Error::Device(format!("{what}: {e:?}"))
+}
+
+struct Loaded {
+    _module: Arc<CudaModule>,
+    function: CudaFunction,
+    max_grid: usize,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct StateKey {
+    kernel: usize,
+    dims: Vec<i64>,
+    data: u64,
+    schedule: ScheduleKind,
+    grid: usize,
+    placement: Placement,
+}
+
+/// One CUDA GPU as an et backend.
+pub struct Cuda {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    name: String,
+    sms: usize,
+    compiler: Compiler,
+    modules: Mutex<HashMap<usize, Arc<Loaded>>>,
+    states: Mutex<HashMap<StateKey, GraphState>>,
+}
+
+impl std::fmt::Debug for Cuda {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cuda({}, {} SMs, {:?})", self.name, self.sms, self.compiler)
+    }
+}
+
+impl Cuda {
+    /// Opens GPU `ordinal`. Errors, never panics, when there is no driver, no GPU, or no
+    /// NVRTC, saying which.
+    pub fn new(ordinal: usize) -> Result<Self, Error> {
+        driver_available()?;
+        let count = CudaContext::device_count().map_err(|e| Error::Unavailable(format!("the CUDA driver could not be initialised: {e:?}")))?;
+        if count == 0 {
+            return Err(Error::Unavailable("the CUDA driver is installed but sees no GPU".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::Unavailable(format!("GPU {ordinal} asked for, but only {count} present")));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(device_err("creating the CUDA context"))?;
+        // One stream, synchronised at the end of every launch: the safe layer's per-buffer
+        // event tracking would only add work.
+        // SAFETY: no other stream uses this context's buffers.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        let name = ctx.name().map_err(device_err("reading the device name"))?;
+        let sms = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(device_err("reading the SM count"))? as usize;
+        let (major, minor) = ctx.compute_capability().map_err(device_err("reading the compute capability"))?;
+        // sm_90a: the Hopper-specific target (wgmma, setmaxnreg) for the H100/H200
+        let arch = if (major, minor) == (9, 0) { "sm_90a".to_string() } else { format!("sm_{major}{minor}") };
+        let compiler = Compiler::new(&arch)?;
+        Ok(Cuda { ctx, stream, name, sms, compiler, modules: Mutex::new(HashMap::new()), states: Mutex::new(HashMap::new()) })
+    }
+
+    /// The GPU's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of SMs (the default grid: one persistent CTA per SM).
+    pub fn sm_count(&self) -> usize {
+        self.sms
+    }
+
+    /// The compiler (architecture, NVRTC version, cache, compilation count).
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
+    /// A device tensor of `shape` filled with [`Element::poison`].
+    pub fn poisoned<T: Element>(&self, shape: &[usize]) -> Result<CudaTensor<T>, Error> {
+        self.upload(&Tensor::<T>::poisoned(shape))
+    }
+
+    /// Compiles (or loads from a cache) and loads `kernel`; returns it and whether NVRTC ran.
+    pub fn load(&self, kernel: &'static Kernel) -> Result<bool, Error> {
+        self.function(kernel).map(|(_, compiled)| compiled)
+    }
+
+    fn function(&self, kernel: &'static Kernel) -> Result<(Arc<Loaded>, bool), Error> {
+        let key = kernel as *const Kernel as usize;
+        if let Some(l) = self.modules.lock().unwrap().get(&key) {
+            return Ok((l.clone(), false));
+        }
+        let (out, compiled) = self.compiler.compile_kernel(kernel)?;
+        let image = match out.kind {
+            ImageKind::Cubin => Ptx::from_binary(out.image.clone()),
+            ImageKind::Ptx => Ptx::from_src(String::from_utf8_lossy(&out.image).trim_end_matches('\0').to_string()),
+        };
+        let module = self.ctx.load_module(image).map_err(device_err("loading the compiled kernel"))?;
+        let function = module.load_function("et_main").map_err(device_err("finding et_main"))?;
+        let per_sm = function
+            .occupancy_max_active_blocks_per_multiprocessor(kernel.cuda.block_threads, 0, None)
+            .map_err(device_err("querying occupancy"))? as usize;
+        if per_sm == 0 {
+            return Err(Error::Device(format!("megakernel `{}` cannot fit one CTA of {} threads on an SM", kernel.name(), kernel.cuda.block_threads)));
+        }
+        let loaded = Arc::new(Loaded { _module: module, function, max_grid: per_sm * self.sms });
+        self.modules.lock().unwrap().insert(key, loaded.clone());
+        Ok((loaded, compiled))
+    }
+}
+
+/// The launch's device tensors, as resolution sees them.
+struct DeviceTensors<'a>(&'a [RawTensor]);
+
+impl LaunchTensors for DeviceTensors<'_> {
+    fn shape(&self, t: u16) -> Vec<i64> {
+        self.0[t as usize].shape.clone()
+    }
+
+    fn read_integers(&self, t: u16) -> Vec<i64> {
+        let raw = &self.0[t as usize];
+        let mut buf = vec![0u32; raw.len()];
+        // SAFETY: `raw` is a live device tensor of `len` 4-byte integers (the generated
+        // launch borrows it for the whole call).
+        if !buf.is_empty() {
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut buf, raw.addr) }.expect("reading an index tensor");
+        }
+        match raw.dtype {
+            DType::I32 => buf.iter().map(|&v| v as i32 as i64).collect(),
+            _ => buf.iter().map(|&v| v as i64).collect(),
+        }
+    }
+}
+
+fn data_hash(r: &Resolved<'_>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for v in r.index_data.iter().flatten().flatten() {
+        h = (h ^ *v as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+impl Backend for Cuda {
+    type Tensor<T: Element> = CudaTensor<T>;
+
+    fn describe(&self) -> String {
+        format!("cuda: {} ({} SMs, {})", self.name, self.sms, self.compiler.arch())
+    }
+
+    fn upload<T: Element>(&self, host: &Tensor<T>) -> Result<CudaTensor<T>, Error> {
+        let bytes = as_bytes(host.as_slice());
+        let slice = if bytes.is_empty() {
+            self.stream.alloc_zeros::<u8>(1)
+        } else {
+            self.stream.clone_htod(bytes)
+        }
+        .map_err(device_err("uploading a tensor"))?;
+        Ok(CudaTensor::new(slice, host.shape()))
+    }
+
+    fn download<T: Element>(&self, t: &CudaTensor<T>) -> Result<Tensor<T>, Error> {
+        let bytes = self.stream.clone_dtoh(&t.bytes).map_err(device_err("downloading a tensor"))?;
+        let n = t.len() * std::mem::size_of::<T>();
+        Tensor::from_vec(&t.shape, from_bytes(&bytes[..n]))
+    }
+
+    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> Result<LaunchReport, Error> {
+        if options.chaos.is_some() {
+            return Err(Error::Unavailable("chaos mode is a CPU-backend feature".into()));
+        }
+        kernel.check_dtypes(args)?;
+        let resolved = Resolved::new(&kernel.graph, &DeviceTensors(args))?;
+        let (loaded, compiled) = self.function(kernel)?;
+        let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
+        let grid = options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid);
+        let key = StateKey {
+            kernel: kernel as *const Kernel as usize,
+            dims: resolved.dims.clone(),
+            data: data_hash(&resolved),
+            schedule,
+            grid,
+            placement: options.placement,
+        };
+        let mut states = self.states.lock().unwrap();
+        if !states.contains_key(&key) {
+            if states.len() >= 64 {
+                states.clear();
+            }
+            let state = GraphState::new(&self.stream, &resolved, schedule, grid, options.placement).map_err(device_err("uploading the schedule"))?;
+            states.insert(key.clone(), state);
+        }
+        let state = states.get_mut(&key).expect("inserted above");
+        state.epoch += 1;
+        if schedule == ScheduleKind::Dynamic {
+            self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
+        }
+        let tracing = options.trace.is_some();
+        let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
+        let mut rt = state.runtime(watchdog_ns, tracing);
+        let mut words = kernel_args(args, &resolved.dims);
+        let mut params: [*mut c_void; 2] = [&mut rt as *mut _ as *mut c_void, words.as_mut_ptr() as *mut c_void];
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(timing).map_err(device_err("creating an event"))?;
+        let end = self.ctx.new_event(timing).map_err(device_err("creating an event"))?;
+        start.record(&self.stream).map_err(device_err("recording an event"))?;
+        // SAFETY: the parameters match `et_main(const et::Runtime, const EtArgs)`: `rt` is
+        // `#[repr(C)] Runtime` and `words` is the EtArgs block; every address in them is
+        // a live allocation of this context; the grid fits co-resident (cooperative).
+        unsafe {
+            cudarc::driver::result::launch_cooperative_kernel(
+                loaded.function.cu_function(),
+                (grid as u32, 1, 1),
+                (kernel.cuda.block_threads, 1, 1),
+                0,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(device_err("launching the megakernel"))?;
+        end.record(&self.stream).map_err(device_err("recording an event"))?;
+        self.stream.synchronize().map_err(device_err("running the megakernel"))?;
+        let elapsed = Duration::from_secs_f64(start.elapsed_ms(&end).map_err(device_err("reading the timer"))? as f64 / 1e3);
+
+        let aborted = self.stream.clone_dtoh(state.abort_flag()).map_err(device_err("reading the watchdog flag"))?[0] != 0;
+        if aborted {
+            let rec = self.stream.clone_dtoh(state.error_record()).map_err(device_err("reading the watchdog record"))?;
+            let word = |k: usize| rec[2 * k] as u64 | (rec[2 * k + 1] as u64) << 32;
+            let (task, element, value, expected) = (word(0) as u32, word(1) as u32, word(2) as u32, word(3) as u32);
+            let what = if element == u32::MAX {
+                "the dynamic ready queue (a task that never became ready)".to_string()
+            } else {
+                resolved.describe_element(element)
+            };
+            let wait = BlockedWait { task: resolved.describe_task(task), element: what, value, expected };
+            // the counters are part-way through a launch: start a fresh epoch
+            self.stream.memset_zeros(&mut state.counters).map_err(device_err("resetting counters"))?;
+            self.stream.memset_zeros(state.abort_flag_mut()).map_err(device_err("resetting the watchdog"))?;
+            state.epoch = 0;
+            return Err(Error::Watchdog { kernel: kernel.name().to_string(), wait, limit: options.watchdog });
+        }
+        if let Some(path) = &options.trace {
+            let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
+            let t0 = (0..resolved.n_tasks as usize).map(|t| words[3 * t + 1]).min().unwrap_or(0);
+            let spans: Vec<TaskSpan> = (0..resolved.n_tasks as usize)
+                .map(|t| TaskSpan {
+                    task: resolved.describe_task(t as u32),
+                    track: (words[3 * t] >> 32) as u32,
+                    start_us: (words[3 * t + 1] - t0) as f64 / 1e3,
+                    end_us: (words[3 * t + 2].max(words[3 * t + 1]) - t0) as f64 / 1e3,
+                })
+                .collect();
+            write_chrome_trace(path, kernel.name(), "SM", &spans)?;
+        }
+        Ok(LaunchReport { backend: self.describe(), schedule, tasks: resolved.n_tasks, workers: grid, elapsed, compiled })
+    }
+}

@@ -1,0 +1,37 @@
+//! `et-device`: the CUDA backend of `et`.
+//!
+//! - [`Cuda`] implements [`et_core::Backend`]: device tensors ([`CudaTensor`]), a
+//!   persistent cooperative launch of one CTA per SM, static per-SM queues or the device
+//!   ready queue, event counters that need no reset between launches (monotonic epochs),
+//!   a watchdog that turns a stuck wait into an error naming the task and element, and
+//!   Chrome/Perfetto traces of every task.
+//! - [`compile`] turns a megakernel's CUDA source into a CUBIN with NVRTC, caching it on
+//!   disk (`ET_CACHE_DIR`, else the user's cache directory) and in the process. It needs
+//!   libnvrtc but no GPU, so CI compiles every kernel.
+//!
+//! Nothing here panics when CUDA is missing: [`Cuda::new`] and [`Compiler::new`] return
+//! [`et_core::Error::Unavailable`] saying what is missing.
+//!
+//! ```no_run
+//! use et_core::prelude::*;
+//! # #[et_core::megakernel] fn double(x: &Tensor<f32, { [N * 8] }>, y: &mut Tensor<f32, { [N * 8] }>) {
+//! #     tile!(t[i] in [N] { add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8])); });
+//! # }
+//! let gpu = et_device::Cuda::new(0)?;
+//! let x = gpu.upload(&Tensor::<f32>::random(&[64], 1))?;
+//! let mut y = gpu.upload(&Tensor::<f32>::zeros(&[64]))?;
+//! double::launch(&gpu, &x, &mut y)?;
+//! let y = gpu.download(&y)?;
+//! # Ok::<(), et_core::Error>(())
+//! ```
+
+mod availability;
+pub mod compile;
+mod device;
+mod memory;
+mod runtime;
+
+pub use availability::{driver_available, nvrtc_available};
+pub use compile::{CompileOutput, Compiler};
+pub use device::Cuda;
+pub use memory::CudaTensor;
