@@ -34,9 +34,10 @@ pub struct LaunchOptions {
     /// CPU backend: seeded random placement, order and delays, to expose missing
     /// dependencies.
     pub chaos: Option<u64>,
-    /// The longest any single wait may take before the launch is aborted.
+    /// The longest any single wait may take before the launch is aborted (default 2 s,
+    /// or `ET_WATCHDOG_MS`).
     pub watchdog: Duration,
-    /// Write a Chrome/Perfetto trace of the launch to this file.
+    /// Write a Chrome/Perfetto trace of the launch to this file (default: `ET_TRACE`).
     pub trace: Option<PathBuf>,
 }
 
@@ -47,7 +48,10 @@ impl Default for LaunchOptions {
             placement: Placement::default(),
             workers: None,
             chaos: None,
-            watchdog: Duration::from_secs(2),
+            watchdog: std::env::var("ET_WATCHDOG_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::from_secs(2), Duration::from_millis),
             trace: std::env::var_os("ET_TRACE").map(PathBuf::from),
         }
     }
@@ -85,5 +89,10 @@ pub trait Backend {
     fn download<T: Element>(&self, tensor: &Self::Tensor<T>) -> crate::Result<crate::Tensor<T>>;
 
     /// Runs `kernel` once over `args` (in signature order) and waits for it.
-    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> crate::Result<LaunchReport>;
+    fn launch(
+        &self,
+        kernel: &'static Kernel,
+        args: &[RawTensor],
+        options: &LaunchOptions,
+    ) -> crate::Result<LaunchReport>;
 }

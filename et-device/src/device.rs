@@ -12,7 +12,10 @@ use et_core::graph::resolve::LaunchTensors;
 use et_core::graph::schedule::Placement;
 use et_core::graph::{Resolved, ScheduleKind};
 use et_core::trace::{TaskSpan, write_chrome_trace};
-use et_core::{Backend, BlockedWait, DType, Element, Error, Kernel, LaunchOptions, LaunchReport, RawTensor, Tensor};
+use et_core::{
+    Backend, BlockedWait, DType, Element, Error, Kernel, LaunchOptions, LaunchReport, RawTensor,
+    Tensor,
+};
 
 use crate::availability::driver_available;
 use crate::compile::{Compiler, ImageKind};
@@ -52,7 +55,11 @@ pub struct Cuda {
 
 impl std::fmt::Debug for Cuda {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Cuda({}, {} SMs, {:?})", self.name, self.sms, self.compiler)
+        write!(
+            f,
+            "Cuda({}, {} SMs, {:?})",
+            self.name, self.sms, self.compiler
+        )
     }
 }
 
@@ -61,12 +68,18 @@ impl Cuda {
     /// NVRTC, saying which.
     pub fn new(ordinal: usize) -> Result<Self, Error> {
         driver_available()?;
-        let count = CudaContext::device_count().map_err(|e| Error::Unavailable(format!("the CUDA driver could not be initialised: {e:?}")))?;
+        let count = CudaContext::device_count().map_err(|e| {
+            Error::Unavailable(format!("the CUDA driver could not be initialised: {e:?}"))
+        })?;
         if count == 0 {
-            return Err(Error::Unavailable("the CUDA driver is installed but sees no GPU".into()));
+            return Err(Error::Unavailable(
+                "the CUDA driver is installed but sees no GPU".into(),
+            ));
         }
         if ordinal >= count as usize {
-            return Err(Error::Unavailable(format!("GPU {ordinal} asked for, but only {count} present")));
+            return Err(Error::Unavailable(format!(
+                "GPU {ordinal} asked for, but only {count} present"
+            )));
         }
         let ctx = CudaContext::new(ordinal).map_err(device_err("creating the CUDA context"))?;
         // One stream, synchronised at the end of every launch: the safe layer's per-buffer
@@ -75,12 +88,28 @@ impl Cuda {
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let name = ctx.name().map_err(device_err("reading the device name"))?;
-        let sms = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(device_err("reading the SM count"))? as usize;
-        let (major, minor) = ctx.compute_capability().map_err(device_err("reading the compute capability"))?;
+        let sms = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(device_err("reading the SM count"))? as usize;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(device_err("reading the compute capability"))?;
         // sm_90a: the Hopper-specific target (wgmma, setmaxnreg) for the H100/H200
-        let arch = if (major, minor) == (9, 0) { "sm_90a".to_string() } else { format!("sm_{major}{minor}") };
+        let arch = if (major, minor) == (9, 0) {
+            "sm_90a".to_string()
+        } else {
+            format!("sm_{major}{minor}")
+        };
         let compiler = Compiler::new(&arch)?;
-        Ok(Cuda { ctx, stream, name, sms, compiler, modules: Mutex::new(HashMap::new()), states: Mutex::new(HashMap::new()) })
+        Ok(Cuda {
+            ctx,
+            stream,
+            name,
+            sms,
+            compiler,
+            modules: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The GPU's name.
@@ -116,17 +145,34 @@ impl Cuda {
         let (out, compiled) = self.compiler.compile_kernel(kernel)?;
         let image = match out.kind {
             ImageKind::Cubin => Ptx::from_binary(out.image.clone()),
-            ImageKind::Ptx => Ptx::from_src(String::from_utf8_lossy(&out.image).trim_end_matches('\0').to_string()),
+            ImageKind::Ptx => Ptx::from_src(
+                String::from_utf8_lossy(&out.image)
+                    .trim_end_matches('\0')
+                    .to_string(),
+            ),
         };
-        let module = self.ctx.load_module(image).map_err(device_err("loading the compiled kernel"))?;
-        let function = module.load_function("et_main").map_err(device_err("finding et_main"))?;
+        let module = self
+            .ctx
+            .load_module(image)
+            .map_err(device_err("loading the compiled kernel"))?;
+        let function = module
+            .load_function("et_main")
+            .map_err(device_err("finding et_main"))?;
         let per_sm = function
             .occupancy_max_active_blocks_per_multiprocessor(kernel.cuda.block_threads, 0, None)
             .map_err(device_err("querying occupancy"))? as usize;
         if per_sm == 0 {
-            return Err(Error::Device(format!("megakernel `{}` cannot fit one CTA of {} threads on an SM", kernel.name(), kernel.cuda.block_threads)));
+            return Err(Error::Device(format!(
+                "megakernel `{}` cannot fit one CTA of {} threads on an SM",
+                kernel.name(),
+                kernel.cuda.block_threads
+            )));
         }
-        let loaded = Arc::new(Loaded { _module: module, function, max_grid: per_sm * self.sms });
+        let loaded = Arc::new(Loaded {
+            _module: module,
+            function,
+            max_grid: per_sm * self.sms,
+        });
         self.modules.lock().unwrap().insert(key, loaded.clone());
         Ok((loaded, compiled))
     }
@@ -146,7 +192,8 @@ impl LaunchTensors for DeviceTensors<'_> {
         // SAFETY: `raw` is a live device tensor of `len` 4-byte integers (the generated
         // launch borrows it for the whole call).
         if !buf.is_empty() {
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut buf, raw.addr) }.expect("reading an index tensor");
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut buf, raw.addr) }
+                .expect("reading an index tensor");
         }
         match raw.dtype {
             DType::I32 => buf.iter().map(|&v| v as i32 as i64).collect(),
@@ -163,11 +210,31 @@ fn data_hash(r: &Resolved<'_>) -> u64 {
     h
 }
 
+/// The first waited element left incomplete in this launch, and a task waiting on it.
+fn never_ready(r: &Resolved<'_>, counters: &[u32], epoch: u32) -> Option<BlockedWait> {
+    (0..r.n_elements as usize).find_map(|el| {
+        let target = r.target[el];
+        let consumer = *r.consumers.row(el).first()?;
+        let value = counters[el].wrapping_sub(epoch.wrapping_sub(1).wrapping_mul(target));
+        (target > 0 && value < target).then(|| BlockedWait {
+            task: r.describe_task(consumer),
+            element: r.describe_element(el as u32),
+            value,
+            expected: target,
+        })
+    })
+}
+
 impl Backend for Cuda {
     type Tensor<T: Element> = CudaTensor<T>;
 
     fn describe(&self) -> String {
-        format!("cuda: {} ({} SMs, {})", self.name, self.sms, self.compiler.arch())
+        format!(
+            "cuda: {} ({} SMs, {})",
+            self.name,
+            self.sms,
+            self.compiler.arch()
+        )
     }
 
     fn upload<T: Element>(&self, host: &Tensor<T>) -> Result<CudaTensor<T>, Error> {
@@ -182,20 +249,36 @@ impl Backend for Cuda {
     }
 
     fn download<T: Element>(&self, t: &CudaTensor<T>) -> Result<Tensor<T>, Error> {
-        let bytes = self.stream.clone_dtoh(&t.bytes).map_err(device_err("downloading a tensor"))?;
+        let bytes = self
+            .stream
+            .clone_dtoh(&t.bytes)
+            .map_err(device_err("downloading a tensor"))?;
         let n = t.len() * std::mem::size_of::<T>();
         Tensor::from_vec(&t.shape, from_bytes(&bytes[..n]))
     }
 
-    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> Result<LaunchReport, Error> {
+    fn launch(
+        &self,
+        kernel: &'static Kernel,
+        args: &[RawTensor],
+        options: &LaunchOptions,
+    ) -> Result<LaunchReport, Error> {
         if options.chaos.is_some() {
-            return Err(Error::Unavailable("chaos mode is a CPU-backend feature".into()));
+            return Err(Error::Unavailable(
+                "chaos mode is a CPU-backend feature".into(),
+            ));
         }
         kernel.check_dtypes(args)?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(device_err("binding the CUDA context"))?;
         let resolved = Resolved::new(&kernel.graph, &DeviceTensors(args))?;
         let (loaded, compiled) = self.function(kernel)?;
         let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
-        let grid = options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid);
+        let grid = options
+            .workers
+            .unwrap_or(self.sms)
+            .clamp(1, loaded.max_grid);
         let key = StateKey {
             kernel: kernel as *const Kernel as usize,
             dims: resolved.dims.clone(),
@@ -209,23 +292,37 @@ impl Backend for Cuda {
             if states.len() >= 64 {
                 states.clear();
             }
-            let state = GraphState::new(&self.stream, &resolved, schedule, grid, options.placement).map_err(device_err("uploading the schedule"))?;
+            let state = GraphState::new(&self.stream, &resolved, schedule, grid, options.placement)
+                .map_err(device_err("uploading the schedule"))?;
             states.insert(key.clone(), state);
         }
         let state = states.get_mut(&key).expect("inserted above");
         state.epoch += 1;
         if schedule == ScheduleKind::Dynamic {
-            self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
+            self.stream
+                .memset_zeros(&mut state.dyn_state)
+                .map_err(device_err("resetting the ready queue"))?;
         }
         let tracing = options.trace.is_some();
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
         let mut rt = state.runtime(watchdog_ns, tracing);
         let mut words = kernel_args(args, &resolved.dims);
-        let mut params: [*mut c_void; 2] = [&mut rt as *mut _ as *mut c_void, words.as_mut_ptr() as *mut c_void];
+        let mut params: [*mut c_void; 2] = [
+            &mut rt as *mut _ as *mut c_void,
+            words.as_mut_ptr() as *mut c_void,
+        ];
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self.ctx.new_event(timing).map_err(device_err("creating an event"))?;
-        let end = self.ctx.new_event(timing).map_err(device_err("creating an event"))?;
-        start.record(&self.stream).map_err(device_err("recording an event"))?;
+        let start = self
+            .ctx
+            .new_event(timing)
+            .map_err(device_err("creating an event"))?;
+        let end = self
+            .ctx
+            .new_event(timing)
+            .map_err(device_err("creating an event"))?;
+        start
+            .record(&self.stream)
+            .map_err(device_err("recording an event"))?;
         // SAFETY: the parameters match `et_main(const et::Runtime, const EtArgs)`: `rt` is
         // `#[repr(C)] Runtime` and `words` is the EtArgs block; every address in them is
         // a live allocation of this context; the grid fits co-resident (cooperative).
@@ -240,30 +337,78 @@ impl Backend for Cuda {
             )
         }
         .map_err(device_err("launching the megakernel"))?;
-        end.record(&self.stream).map_err(device_err("recording an event"))?;
-        self.stream.synchronize().map_err(device_err("running the megakernel"))?;
-        let elapsed = Duration::from_secs_f64(start.elapsed_ms(&end).map_err(device_err("reading the timer"))? as f64 / 1e3);
+        end.record(&self.stream)
+            .map_err(device_err("recording an event"))?;
+        self.stream
+            .synchronize()
+            .map_err(device_err("running the megakernel"))?;
+        let elapsed = Duration::from_secs_f64(
+            start
+                .elapsed_ms(&end)
+                .map_err(device_err("reading the timer"))? as f64
+                / 1e3,
+        );
 
-        let aborted = self.stream.clone_dtoh(state.abort_flag()).map_err(device_err("reading the watchdog flag"))?[0] != 0;
+        let aborted = self
+            .stream
+            .clone_dtoh(state.abort_flag())
+            .map_err(device_err("reading the watchdog flag"))?[0]
+            != 0;
         if aborted {
-            let rec = self.stream.clone_dtoh(state.error_record()).map_err(device_err("reading the watchdog record"))?;
+            let rec = self
+                .stream
+                .clone_dtoh(state.error_record())
+                .map_err(device_err("reading the watchdog record"))?;
             let word = |k: usize| rec[2 * k] as u64 | (rec[2 * k + 1] as u64) << 32;
-            let (task, element, value, expected) = (word(0) as u32, word(1) as u32, word(2) as u32, word(3) as u32);
-            let what = if element == u32::MAX {
-                "the dynamic ready queue (a task that never became ready)".to_string()
+            let (task, element, value, expected) = (
+                word(0) as u32,
+                word(1) as u32,
+                word(2) as u32,
+                word(3) as u32,
+            );
+            let wait = if element == u32::MAX {
+                // a CTA waited on the ready queue: name a task that never became ready
+                let counters = self
+                    .stream
+                    .clone_dtoh(&state.counters)
+                    .map_err(device_err("reading the counters"))?;
+                never_ready(&resolved, &counters, state.epoch).unwrap_or(BlockedWait {
+                    task: "(none found)".into(),
+                    element: "the dynamic ready queue".into(),
+                    value: 0,
+                    expected: 1,
+                })
             } else {
-                resolved.describe_element(element)
+                BlockedWait {
+                    task: resolved.describe_task(task),
+                    element: resolved.describe_element(element),
+                    value,
+                    expected,
+                }
             };
-            let wait = BlockedWait { task: resolved.describe_task(task), element: what, value, expected };
             // the counters are part-way through a launch: start a fresh epoch
-            self.stream.memset_zeros(&mut state.counters).map_err(device_err("resetting counters"))?;
-            self.stream.memset_zeros(state.abort_flag_mut()).map_err(device_err("resetting the watchdog"))?;
+            self.stream
+                .memset_zeros(&mut state.counters)
+                .map_err(device_err("resetting counters"))?;
+            self.stream
+                .memset_zeros(state.abort_flag_mut())
+                .map_err(device_err("resetting the watchdog"))?;
             state.epoch = 0;
-            return Err(Error::Watchdog { kernel: kernel.name().to_string(), wait, limit: options.watchdog });
+            return Err(Error::Watchdog {
+                kernel: kernel.name().to_string(),
+                wait,
+                limit: options.watchdog,
+            });
         }
         if let Some(path) = &options.trace {
-            let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
-            let t0 = (0..resolved.n_tasks as usize).map(|t| words[3 * t + 1]).min().unwrap_or(0);
+            let words = self
+                .stream
+                .clone_dtoh(&state.trace)
+                .map_err(device_err("reading the trace"))?;
+            let t0 = (0..resolved.n_tasks as usize)
+                .map(|t| words[3 * t + 1])
+                .min()
+                .unwrap_or(0);
             let spans: Vec<TaskSpan> = (0..resolved.n_tasks as usize)
                 .map(|t| TaskSpan {
                     task: resolved.describe_task(t as u32),
@@ -274,6 +419,13 @@ impl Backend for Cuda {
                 .collect();
             write_chrome_trace(path, kernel.name(), "SM", &spans)?;
         }
-        Ok(LaunchReport { backend: self.describe(), schedule, tasks: resolved.n_tasks, workers: grid, elapsed, compiled })
+        Ok(LaunchReport {
+            backend: self.describe(),
+            schedule,
+            tasks: resolved.n_tasks,
+            workers: grid,
+            elapsed,
+            compiled,
+        })
     }
 }

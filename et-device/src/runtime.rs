@@ -48,7 +48,10 @@ pub(crate) struct Runtime {
 pub(crate) fn kernel_args(args: &[RawTensor], dims: &[i64]) -> Vec<u64> {
     let mut words = Vec::with_capacity(args.len() * 9 + dims.len().max(1));
     for a in args.iter() {
-        let mut t = TensorArg { ptr: a.addr, ..Default::default() };
+        let mut t = TensorArg {
+            ptr: a.addr,
+            ..Default::default()
+        };
         for (d, (&s, &st)) in a.shape.iter().zip(&a.strides).enumerate() {
             t.shape[d] = s;
             t.stride[d] = st;
@@ -83,7 +86,10 @@ pub(crate) struct GraphState {
     group_domain: CudaSlice<i64>,
 }
 
-fn upload<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(stream: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>, DriverError> {
+fn upload<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    v: &[T],
+) -> Result<CudaSlice<T>, DriverError> {
     if v.is_empty() {
         // a zero-length allocation has no address; keep one element so every table has one
         return stream.alloc_zeros::<T>(1);
@@ -96,7 +102,13 @@ fn ptr<T>(s: &CudaSlice<T>) -> u64 {
 }
 
 impl GraphState {
-    pub fn new(stream: &Arc<CudaStream>, r: &Resolved<'_>, schedule: ScheduleKind, grid: usize, placement: Placement) -> Result<Self, DriverError> {
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        r: &Resolved<'_>,
+        schedule: ScheduleKind,
+        grid: usize,
+        placement: Placement,
+    ) -> Result<Self, DriverError> {
         let (offsets, tasks) = match schedule {
             ScheduleKind::Static => {
                 let s = StaticSchedule::build(r, grid, placement);

@@ -40,7 +40,10 @@ pub fn lit(c: i64) -> Affine {
 
 /// An access to `event` at `index`.
 pub fn at(event: u16, index: Vec<Index>) -> EventAccess {
-    EventAccess { event, index: Cow::Owned(index) }
+    EventAccess {
+        event,
+        index: Cow::Owned(index),
+    }
 }
 
 /// A single-coordinate index.
@@ -50,21 +53,39 @@ pub fn point(a: Affine) -> Index {
 
 /// An unbounded symbolic dim.
 pub fn symbolic(name: &'static str) -> DimSpec {
-    DimSpec { name: name.into(), kind: DimKind::Symbolic { max: None } }
+    DimSpec {
+        name: name.into(),
+        kind: DimKind::Symbolic { max: None },
+    }
 }
 
 /// A tensor parameter.
 pub fn tensor(name: &'static str, dtype: DType, shape: Vec<Affine>, access: Access) -> TensorSpec {
-    TensorSpec { name: name.into(), dtype, shape: Cow::Owned(shape), access }
+    TensorSpec {
+        name: name.into(),
+        dtype,
+        shape: Cow::Owned(shape),
+        access,
+    }
 }
 
 /// An event tensor.
 pub fn event(name: &'static str, shape: Vec<Affine>, count: Count) -> EventSpec {
-    EventSpec { name: name.into(), shape: Cow::Owned(shape), count }
+    EventSpec {
+        name: name.into(),
+        shape: Cow::Owned(shape),
+        count,
+    }
 }
 
 /// A tile group with no tile accesses and cost 1.
-pub fn group(name: &'static str, vars: &[&'static str], domain: Vec<Affine>, waits: Vec<EventAccess>, signals: Vec<EventAccess>) -> GroupSpec {
+pub fn group(
+    name: &'static str,
+    vars: &[&'static str],
+    domain: Vec<Affine>,
+    waits: Vec<EventAccess>,
+    signals: Vec<EventAccess>,
+) -> GroupSpec {
     GroupSpec {
         name: name.into(),
         vars: vars.iter().map(|v| Cow::Borrowed(*v)).collect(),
@@ -77,7 +98,13 @@ pub fn group(name: &'static str, vars: &[&'static str], domain: Vec<Affine>, wai
 }
 
 /// A graph with the static schedule.
-pub fn graph(name: &'static str, dims: Vec<DimSpec>, tensors: Vec<TensorSpec>, events: Vec<EventSpec>, groups: Vec<GroupSpec>) -> GraphSpec {
+pub fn graph(
+    name: &'static str,
+    dims: Vec<DimSpec>,
+    tensors: Vec<TensorSpec>,
+    events: Vec<EventSpec>,
+    groups: Vec<GroupSpec>,
+) -> GraphSpec {
     GraphSpec {
         name: name.into(),
         dims: Cow::Owned(dims),

@@ -66,7 +66,9 @@ pub fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
         krate: syn::parse_quote!(::et_core),
         debug: false,
     };
-    let parsed = NestedMeta::parse_meta_list(rest).map_err(darling::Error::from).and_then(|m| DarlingArgs::from_list(&m));
+    let parsed = NestedMeta::parse_meta_list(rest)
+        .map_err(darling::Error::from)
+        .and_then(|m| DarlingArgs::from_list(&m));
     match parsed {
         Ok(d) => {
             if let Some(s) = d.schedule {
@@ -74,7 +76,9 @@ pub fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                     "static" => args.schedule = Schedule::Static,
                     "dynamic" => args.schedule = Schedule::Dynamic,
                     other => {
-                        let mut msg = format!("unknown schedule `{other}`: expected \"static\" or \"dynamic\"");
+                        let mut msg = format!(
+                            "unknown schedule `{other}`: expected \"static\" or \"dynamic\""
+                        );
                         if let Some(m) = did_you_mean(other, ["static", "dynamic"]) {
                             msg.push_str(&format!("\nhelp: did you mean \"{m}\"?"));
                         }
@@ -106,16 +110,17 @@ fn split_dims(attr: TokenStream) -> (Vec<TokenStream>, TokenStream) {
     let mut rest: Vec<TokenTree> = Vec::new();
     let mut k = 0;
     while k < tokens.len() {
-        if let (TokenTree::Ident(i), Some(TokenTree::Group(g))) = (&tokens[k], tokens.get(k + 1)) {
-            if i == "dims" && g.delimiter() == proc_macro2::Delimiter::Parenthesis {
-                dims.push(g.stream());
-                k += 2;
-                // drop the comma after it
-                if matches!(tokens.get(k), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
-                    k += 1;
-                }
-                continue;
+        if let (TokenTree::Ident(i), Some(TokenTree::Group(g))) = (&tokens[k], tokens.get(k + 1))
+            && i == "dims"
+            && g.delimiter() == proc_macro2::Delimiter::Parenthesis
+        {
+            dims.push(g.stream());
+            k += 2;
+            // drop the comma after it
+            if matches!(tokens.get(k), Some(TokenTree::Punct(p)) if p.as_char() == ',') {
+                k += 1;
             }
+            continue;
         }
         rest.push(tokens[k].clone());
         k += 1;
@@ -139,7 +144,9 @@ impl Parse for DimList {
             } else {
                 return Err(syn::Error::new(
                     name.span(),
-                    format!("expected `{name} = value` (a static dim) or `{name} <= bound` (a bounded symbolic dim)"),
+                    format!(
+                        "expected `{name} = value` (a static dim) or `{name} <= bound` (a bounded symbolic dim)"
+                    ),
                 ));
             };
             out.push(DimArg { name, value });

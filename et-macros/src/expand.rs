@@ -19,7 +19,11 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     // a parameter or statement that did not parse leaves names undefined: analysing
     // what is left would only add follow-on errors
-    let analyzed = if errors.is_empty() { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
+    let analyzed = if errors.is_empty() {
+        crate::analyze::analyze(&model, &args, &mut errors)
+    } else {
+        None
+    };
     match (analyzed, errors.into_result()) {
         (Some(a), Ok(())) => {
             let out = crate::host::generate(&model, &a, &args);

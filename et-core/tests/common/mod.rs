@@ -3,15 +3,26 @@
 #![allow(dead_code)]
 
 use et_core::__private::*;
-pub use et_core::graph::build::*;
 use et_core::cpu::TaskContext;
+pub use et_core::graph::build::*;
 use et_core::kernel::CpuTaskFn;
 
-pub fn kernel(name: &'static str, dims: Vec<DimSpec>, tensors: Vec<TensorSpec>, events: Vec<EventSpec>, groups: Vec<GroupSpec>, cpu: &'static [CpuTaskFn]) -> &'static Kernel {
+pub fn kernel(
+    name: &'static str,
+    dims: Vec<DimSpec>,
+    tensors: Vec<TensorSpec>,
+    events: Vec<EventSpec>,
+    groups: Vec<GroupSpec>,
+    cpu: &'static [CpuTaskFn],
+) -> &'static Kernel {
     Box::leak(Box::new(Kernel {
         graph: graph(name, dims, tensors, events, groups),
         cpu_tasks: cpu,
-        cuda: CudaSource { body: "", ops: &[], block_threads: 128 },
+        cuda: CudaSource {
+            body: "",
+            ops: &[],
+            block_threads: 128,
+        },
         module_path: module_path!(),
         file: file!(),
     }))
@@ -42,7 +53,11 @@ pub fn split_row_sum(drop_wait: bool) -> &'static Kernel {
     }
     let r32 = dim(0).scale(32);
     kernel(
-        if drop_wait { "split_row_sum_missing_wait" } else { "split_row_sum" },
+        if drop_wait {
+            "split_row_sum_missing_wait"
+        } else {
+            "split_row_sum"
+        },
         vec![symbolic("R")],
         vec![
             tensor("a", DType::F32, vec![r32.clone(), lit(128)], Access::Read),
@@ -51,10 +66,30 @@ pub fn split_row_sum(drop_wait: bool) -> &'static Kernel {
         ],
         vec![event("done", vec![dim(0)], Count::Inferred)],
         vec![
-            group("partial", &["i", "j"], vec![dim(0), lit(4)], vec![], vec![at(0, vec![point(var(0))])]),
-            group("total", &["i"], vec![dim(0)], if drop_wait { vec![] } else { vec![at(0, vec![point(var(0))])] }, vec![]),
+            group(
+                "partial",
+                &["i", "j"],
+                vec![dim(0), lit(4)],
+                vec![],
+                vec![at(0, vec![point(var(0))])],
+            ),
+            group(
+                "total",
+                &["i"],
+                vec![dim(0)],
+                if drop_wait {
+                    vec![]
+                } else {
+                    vec![at(0, vec![point(var(0))])]
+                },
+                vec![],
+            ),
         ],
-        if drop_wait { &[partial, total_no_wait] } else { &[partial, total] },
+        if drop_wait {
+            &[partial, total_no_wait]
+        } else {
+            &[partial, total]
+        },
     )
 }
 

@@ -38,7 +38,11 @@ pub fn splitk_gemm(
 /// Row sums with split-K: 4 partial tiles per 32-row block, then a final tile per
 /// block that waits for exactly its own 4 partials (the design brief's example).
 #[megakernel]
-pub fn split_row_sum(a: &Tensor<f32, { [R * 32, 128] }>, part: &mut Tensor<f32, { [R * 32, 4] }>, c: &mut Tensor<f32, { [R * 32] }>) {
+pub fn split_row_sum(
+    a: &Tensor<f32, { [R * 32, 128] }>,
+    part: &mut Tensor<f32, { [R * 32, 4] }>,
+    c: &mut Tensor<f32, { [R * 32] }>,
+) {
     let done = event!([R]);
     tile!(partial[i, j] in [R, 4] {
         row_sum(a.tile([i, j], [32, 32]), part.tile([i, j], [32, 1]));
@@ -58,7 +62,9 @@ pub fn gemm_reference(a: &Tensor<bf16>, b: &Tensor<bf16>) -> Tensor<bf16> {
     let mut c = vec![bf16::ZERO; m * n];
     for i in 0..m {
         for j in 0..n {
-            let acc: f64 = (0..k).map(|p| av[i * k + p].to_f64() * bv[p * n + j].to_f64()).sum();
+            let acc: f64 = (0..k)
+                .map(|p| av[i * k + p].to_f64() * bv[p * n + j].to_f64())
+                .sum();
             c[i * n + j] = bf16::from_f64(acc);
         }
     }
@@ -69,6 +75,13 @@ pub fn gemm_reference(a: &Tensor<bf16>, b: &Tensor<bf16>) -> Tensor<bf16> {
 pub fn row_sum_reference(a: &Tensor<f32>) -> Tensor<f32> {
     let (rows, cols) = (a.shape()[0], a.shape()[1]);
     let v = a.as_slice();
-    let c = (0..rows).map(|r| v[r * cols..(r + 1) * cols].iter().map(|&x| x as f64).sum::<f64>() as f32).collect();
+    let c = (0..rows)
+        .map(|r| {
+            v[r * cols..(r + 1) * cols]
+                .iter()
+                .map(|&x| x as f64)
+                .sum::<f64>() as f32
+        })
+        .collect();
     Tensor::from_vec(&[rows], c).expect("shape")
 }

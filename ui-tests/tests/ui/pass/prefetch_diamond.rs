@@ -3,7 +3,13 @@
 use et_core::prelude::*;
 
 #[megakernel(schedule = "static")]
-pub fn diamond(x: &Tensor<f32, { [B * 16] }>, s: &mut Tensor<f32, { [B * 16] }>, l: &mut Tensor<f32, { [B * 16] }>, r: &mut Tensor<f32, { [B * 16] }>, y: &mut Tensor<f32, { [B * 16] }>) {
+pub fn diamond(
+    x: &Tensor<f32, { [B * 16] }>,
+    s: &mut Tensor<f32, { [B * 16] }>,
+    l: &mut Tensor<f32, { [B * 16] }>,
+    r: &mut Tensor<f32, { [B * 16] }>,
+    y: &mut Tensor<f32, { [B * 16] }>,
+) {
     let top = event!([B]);
     let left = event!([B]);
     let right = event!([B]);
@@ -34,9 +40,16 @@ pub fn diamond(x: &Tensor<f32, { [B * 16] }>, s: &mut Tensor<f32, { [B * 16] }>,
 pub fn check<B: Backend>(backend: &B, blocks: usize, chaos: Option<u64>) {
     let x = Tensor::<f32>::random(&[blocks * 16], 4);
     let dx = backend.upload(&x).unwrap();
-    let poisoned = || backend.upload(&Tensor::<f32>::poisoned(&[blocks * 16])).unwrap();
+    let poisoned = || {
+        backend
+            .upload(&Tensor::<f32>::poisoned(&[blocks * 16]))
+            .unwrap()
+    };
     let (mut s, mut l, mut r, mut dy) = (poisoned(), poisoned(), poisoned(), poisoned());
-    let opts = LaunchOptions { chaos, ..Default::default() };
+    let opts = LaunchOptions {
+        chaos,
+        ..Default::default()
+    };
     diamond::launch_with(backend, &opts, &dx, &mut s, &mut l, &mut r, &mut dy).unwrap();
     let y = backend.download(&dy).unwrap();
     for (i, &v) in x.as_slice().iter().enumerate() {

@@ -2,7 +2,11 @@
 use et_core::prelude::*;
 
 #[megakernel]
-pub fn split_row_sum(a: &Tensor<f32, { [R * 32, 128] }>, part: &mut Tensor<f32, { [R * 32, 4] }>, c: &mut Tensor<f32, { [R * 32] }>) {
+pub fn split_row_sum(
+    a: &Tensor<f32, { [R * 32, 128] }>,
+    part: &mut Tensor<f32, { [R * 32, 4] }>,
+    c: &mut Tensor<f32, { [R * 32] }>,
+) {
     let done = event!([R]);
     tile!(partial[i, j] in [R, 4] {
         row_sum(a.tile([i, j], [32, 32]), part.tile([i, j], [32, 1]));
@@ -18,14 +22,27 @@ pub fn split_row_sum(a: &Tensor<f32, { [R * 32, 128] }>, part: &mut Tensor<f32, 
 pub fn check<B: Backend>(backend: &B, rows: usize, chaos: Option<u64>) {
     let a = Tensor::<f32>::random(&[rows * 32, 128], rows as u64);
     let da = backend.upload(&a).unwrap();
-    let mut part = backend.upload(&Tensor::<f32>::poisoned(&[rows * 32, 4])).unwrap();
-    let mut dc = backend.upload(&Tensor::<f32>::poisoned(&[rows * 32])).unwrap();
-    let opts = LaunchOptions { chaos, ..Default::default() };
+    let mut part = backend
+        .upload(&Tensor::<f32>::poisoned(&[rows * 32, 4]))
+        .unwrap();
+    let mut dc = backend
+        .upload(&Tensor::<f32>::poisoned(&[rows * 32]))
+        .unwrap();
+    let opts = LaunchOptions {
+        chaos,
+        ..Default::default()
+    };
     split_row_sum::launch_with(backend, &opts, &da, &mut part, &mut dc).unwrap();
     let c = backend.download(&dc).unwrap();
     for r in 0..rows * 32 {
-        let want: f32 = (0..4).map(|j| (0..32).map(|k| a.get(&[r, j * 32 + k])).sum::<f32>()).sum();
-        assert!((c.get(&[r]) - want).abs() <= 1e-4 * (1.0 + want.abs()), "row {r}: {} vs {want}", c.get(&[r]));
+        let want: f32 = (0..4)
+            .map(|j| (0..32).map(|k| a.get(&[r, j * 32 + k])).sum::<f32>())
+            .sum();
+        assert!(
+            (c.get(&[r]) - want).abs() <= 1e-4 * (1.0 + want.abs()),
+            "row {r}: {} vs {want}",
+            c.get(&[r])
+        );
     }
 }
 

@@ -1,0 +1,206 @@
+//! GPU benchmarks of et, printed as a table (and as JSON lines with `--json FILE`):
+//!
+//! - one dependency hop: a chain of tasks on different SMs, time per task;
+//! - launch overhead of an empty megakernel (host wall time per launch, and kernel time);
+//! - cold NVRTC compile and cached load of the split-K kernels;
+//! - split-K GEMM as one megakernel against the same tiles as two kernels.
+//!
+//!     cargo bench -p et-benches --bench gpu_bench -- [--json results.jsonl]
+
+use std::io::Write;
+use std::time::Instant;
+
+use et_benches::{empty, hop_chain, median, splitk_partials, splitk_reduce};
+use et_core::prelude::*;
+use et_core::relative_error;
+use et_device::{Compiler, Cuda};
+use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
+
+struct Out {
+    json: Option<std::fs::File>,
+}
+
+impl Out {
+    fn row(&mut self, name: &str, value: f64, unit: &str, note: &str) {
+        println!("{name:<48} {value:>12.3} {unit:<6} {note}");
+        if let Some(f) = &mut self.json {
+            let _ = writeln!(
+                f,
+                "{{\"name\":\"{name}\",\"value\":{value},\"unit\":\"{unit}\",\"note\":\"{note}\"}}"
+            );
+        }
+    }
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let json = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1));
+    let mut out = Out {
+        json: json.map(std::fs::File::create).transpose()?,
+    };
+    let gpu = Cuda::new(0)?;
+    println!("{}", gpu.describe());
+
+    compile_times(&gpu, &mut out)?;
+    hops(&gpu, &mut out)?;
+    launch_overhead(&gpu, &mut out)?;
+    splitk_vs_two_kernels(&gpu, &mut out)?;
+    Ok(())
+}
+
+fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = std::env::temp_dir().join(format!("et-bench-cache-{}", std::process::id()));
+    // SAFETY: set before any compiler of this process reads it; single-threaded here.
+    unsafe { std::env::set_var("ET_CACHE_DIR", &dir) };
+    for k in [&splitk_gemm::KERNEL, &split_row_sum::KERNEL] {
+        let cold = Compiler::new(gpu.compiler().arch())?;
+        let t0 = Instant::now();
+        let (a, compiled) = cold.compile_kernel(k)?;
+        let cold_s = t0.elapsed().as_secs_f64();
+        assert!(compiled);
+        let warm = Compiler::new(gpu.compiler().arch())?;
+        let t0 = Instant::now();
+        let (b, compiled) = warm.compile_kernel(k)?;
+        let warm_s = t0.elapsed().as_secs_f64();
+        assert!(!compiled && b.from_disk_cache && a.image == b.image);
+        out.row(
+            &format!("compile {} (NVRTC, cold)", k.name()),
+            cold_s * 1e3,
+            "ms",
+            &format!("{} bytes of CUBIN", a.image.len()),
+        );
+        out.row(
+            &format!("load {} from the disk cache", k.name()),
+            warm_s * 1e3,
+            "ms",
+            "second process start",
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
+    for n in [1000usize, 10000] {
+        let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
+        for (placement, what) in [
+            (Placement::RoundRobin, "cross-SM"),
+            (Placement::CostAware, "same SM"),
+        ] {
+            let opts = LaunchOptions {
+                placement,
+                trace: None,
+                ..Default::default()
+            };
+            hop_chain::launch_with(gpu, &opts, &anchor)?; // warm-up (compile, schedule upload)
+            let times: Vec<f64> = (0..20)
+                .map(|_| {
+                    hop_chain::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64())
+                })
+                .collect::<Result<_, _>>()?;
+            let per = median(&times) / (n as f64 + 1.0) * 1e6;
+            out.row(
+                &format!("dependency hop, chain of {n} ({what})"),
+                per,
+                "us",
+                "median of 20, kernel time / tasks",
+            );
+        }
+    }
+    Ok(())
+}
+
+fn launch_overhead(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
+    let anchor = gpu.upload(&Tensor::<f32>::zeros(&[1]))?;
+    empty::launch(gpu, &anchor)?;
+    let mut wall = Vec::new();
+    let mut kernel = Vec::new();
+    for _ in 0..200 {
+        let t0 = Instant::now();
+        let r = empty::launch(gpu, &anchor)?;
+        wall.push(t0.elapsed().as_secs_f64());
+        kernel.push(r.elapsed.as_secs_f64());
+    }
+    out.row(
+        "empty megakernel: host wall per launch",
+        median(&wall) * 1e6,
+        "us",
+        "median of 200; resolve + launch + sync + checks",
+    );
+    out.row(
+        "empty megakernel: kernel time (events)",
+        median(&kernel) * 1e6,
+        "us",
+        "median of 200; one task on 132 CTAs",
+    );
+    Ok(())
+}
+
+fn splitk_vs_two_kernels(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
+    for (mt, nt) in [(8usize, 8usize), (32, 32)] {
+        let (m, n, k) = (mt * TILE, nt * TILE, SPLITS * K_SLICE);
+        let mut mega = Vec::new();
+        let mut two = Vec::new();
+        for rep in 0..10u64 {
+            // fresh random inputs every repetition, outputs poisoned
+            let a = Tensor::<bf16>::random(&[m, k], 1000 + rep);
+            let b = Tensor::<bf16>::random(&[k, n], 2000 + rep);
+            let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
+            let mut part = gpu.poisoned::<f32>(&[m * SPLITS, n])?;
+            let mut c = gpu.poisoned::<bf16>(&[m, n])?;
+            let r = splitk_gemm::launch(gpu, &da, &db, &mut part, &mut c)?;
+            if rep > 0 {
+                mega.push(r.elapsed.as_secs_f64());
+            }
+            if rep == 1 {
+                let err = relative_error(&gpu.download(&c)?, &gemm_reference(&a, &b));
+                assert!(err < 1e-2, "megakernel error {err}");
+            }
+            let mut part2 = gpu.poisoned::<f32>(&[m * SPLITS, n])?;
+            let mut c2 = gpu.poisoned::<bf16>(&[m, n])?;
+            let r1 = splitk_partials::launch(gpu, &da, &db, &mut part2)?;
+            let r2 = splitk_reduce::launch(gpu, &part2, &mut c2)?;
+            if rep > 0 {
+                two.push(r1.elapsed.as_secs_f64() + r2.elapsed.as_secs_f64());
+            }
+            if rep == 1 {
+                let err = relative_error(&gpu.download(&c2)?, &gpu.download(&c)?);
+                assert!(
+                    err == 0.0,
+                    "two-kernel result differs from the megakernel: {err}"
+                );
+            }
+        }
+        let (tm, tt) = (median(&mega), median(&two));
+        let note = format!("M=N={m}, K={k}; median of 9, fresh inputs");
+        out.row(
+            &format!("splitk GEMM {m}x{n}: megakernel"),
+            tm * 1e6,
+            "us",
+            &note,
+        );
+        out.row(
+            &format!("splitk GEMM {m}x{n}: two kernels (sum of kernel times)"),
+            tt * 1e6,
+            "us",
+            "launch gaps not included",
+        );
+        out.row(
+            &format!("splitk GEMM {m}x{n}: two kernels / megakernel"),
+            tt / tm,
+            "x",
+            "kernel time ratio",
+        );
+    }
+    Ok(())
+}

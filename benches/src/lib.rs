@@ -1,0 +1,59 @@
+//! Kernels that the benchmark binaries time: a dependency chain (the cost of one hop),
+//! an empty megakernel (launch overhead), and the split-K GEMM cut into two kernels (the
+//! kernel-per-operator baseline of `splitk::splitk_gemm`).
+
+use et_core::prelude::*;
+
+/// `N` tasks in a chain: step `i` waits for step `i - 1`. With round-robin placement
+/// consecutive steps run on different SMs, so each step is one cross-SM hop.
+#[megakernel(threads = 128)]
+pub fn hop_chain(anchor: &Tensor<f32, { [N + 1] }>) {
+    let e = event!([N + 1]);
+    tile!(start[z] in [1] {
+        signal!(e[0]);
+    });
+    tile!(step[i] in [N] {
+        wait!(e[i]);
+        signal!(e[i + 1]);
+    });
+}
+
+/// One task that does nothing: what a launch costs.
+#[megakernel(threads = 128)]
+pub fn empty(anchor: &Tensor<f32, { [1] }>) {
+    tile!(nop[z] in [1] {});
+}
+
+/// The partial tiles of `splitk_gemm`, alone: the first of two kernels.
+#[megakernel(dims(S = 4), threads = 128)]
+pub fn splitk_partials(
+    a: &Tensor<bf16, { [M * 32, S * 256] }>,
+    b: &Tensor<bf16, { [S * 256, N * 32] }>,
+    part: &mut Tensor<f32, { [M * S * 32, N * 32] }>,
+) {
+    tile!(partial[m, n, s] in [M, N, S] {
+        matmul(a.tile([m, s], [32, 256]), b.tile([s, n], [256, 32]), part.tile([m * S + s, n], [32, 32]));
+    });
+}
+
+/// The reduce tiles of `splitk_gemm`, alone: the second of two kernels.
+#[megakernel(dims(S = 4), threads = 128)]
+pub fn splitk_reduce(
+    part: &Tensor<f32, { [M * S * 32, N * 32] }>,
+    c: &mut Tensor<bf16, { [M * 32, N * 32] }>,
+) {
+    tile!(reduce[m, n] in [M, N] {
+        sum_splits(part.tile([m, n], [S * 32, 32]), c.tile([m, n], [32, 32]));
+    });
+}
+
+/// Median of a sample (sorted copy).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        f64::NAN
+    } else {
+        s[s.len() / 2]
+    }
+}

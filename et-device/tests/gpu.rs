@@ -1,0 +1,184 @@
+//! The CUDA backend on a real GPU (ignored where there is none): results equal the CPU
+//! reference, one compilation serves every size, the watchdog turns a bad dependency into
+//! an error, traces list every task.
+
+use std::time::{Duration, Instant};
+
+use et_core::prelude::*;
+use et_core::{Error, relative_error};
+use et_device::Cuda;
+use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
+use ui_tests::{
+    chain_dynamic, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split,
+    static_dims_counts,
+};
+
+fn gpu() -> Cuda {
+    Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
+}
+
+#[test]
+fn no_gpu_is_an_error_not_a_panic() {
+    // runs everywhere: where there is a GPU it opens; elsewhere the error says why
+    match Cuda::new(0) {
+        Ok(gpu) => assert!(gpu.sm_count() > 0),
+        Err(Error::Unavailable(why)) => assert!(!why.is_empty()),
+        Err(other) => panic!("expected Unavailable, got {other}"),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation() {
+    let cache = std::env::temp_dir().join(format!("et-gpu-cache-{}", std::process::id()));
+    // SAFETY: set before any compiler reads it, in this single-threaded test.
+    unsafe { std::env::set_var("ET_CACHE_DIR", &cache) };
+    let gpu = gpu();
+    let mut compilations = 0;
+    for (seed, (mt, nt)) in [(1usize, 1usize), (4, 3), (16, 16), (33, 5)]
+        .into_iter()
+        .enumerate()
+    {
+        let (m, n, k) = (mt * TILE, nt * TILE, SPLITS * K_SLICE);
+        let a = Tensor::<bf16>::random(&[m, k], 100 + seed as u64);
+        let b = Tensor::<bf16>::random(&[k, n], 200 + seed as u64);
+        let want = gemm_reference(&a, &b);
+        for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+            let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+            let mut part = gpu.poisoned::<f32>(&[m * SPLITS, n]).unwrap();
+            let mut c = gpu.poisoned::<bf16>(&[m, n]).unwrap();
+            let opts = LaunchOptions {
+                schedule: Some(schedule),
+                trace: None,
+                ..Default::default()
+            };
+            let report =
+                splitk_gemm::launch_with(&gpu, &opts, &da, &db, &mut part, &mut c).unwrap();
+            compilations += report.compiled as usize;
+            let err = relative_error(&gpu.download(&c).unwrap(), &want);
+            assert!(
+                err < 1e-2,
+                "{mt}x{nt} tiles, {schedule:?}: relative error {err}"
+            );
+        }
+    }
+    assert_eq!(compilations, 1, "one kernel for every size");
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn repeated_launches_need_no_counter_reset() {
+    let gpu = gpu();
+    let a = Tensor::<f32>::random(&[64 * 32, 128], 5);
+    let da = gpu.upload(&a).unwrap();
+    let mut part = gpu.poisoned::<f32>(&[64 * 32, 4]).unwrap();
+    let mut c = gpu.poisoned::<f32>(&[64 * 32]).unwrap();
+    let want = splitk::row_sum_reference(&a);
+    for _ in 0..50 {
+        split_row_sum::launch(&gpu, &da, &mut part, &mut c).unwrap();
+        assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
+        c = gpu.poisoned::<f32>(&[64 * 32]).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ui_programs_on_the_gpu_equal_their_references() {
+    let gpu = gpu();
+    for rows in [1, 7, 100] {
+        ui_split::check(&gpu, rows, None);
+    }
+    for n in [1, 64, 1000] {
+        chain_dynamic::check(&gpu, n, None);
+    }
+    for k in [1, 10, 50] {
+        ranges::check(&gpu, k, None);
+    }
+    for experts in [1, 3, 8] {
+        for seed in 0..3 {
+            moe_routing::check(&gpu, experts, seed, None);
+        }
+    }
+    for batch in [1, 5, 16] {
+        static_dims_counts::check(&gpu, batch, None);
+    }
+    for blocks in [1, 9, 300] {
+        prefetch_diamond::check(&gpu, blocks, None);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn watchdog_names_the_stuck_wait_and_the_context_survives() {
+    use ui_tests::moe_routing::moe_gather;
+    let gpu = gpu();
+    let routes: Vec<u32> = (0..32).map(|i| (i % 4) as u32).collect();
+    let topk = gpu
+        .upload(&Tensor::from_vec(&[16, 2], routes).unwrap())
+        .unwrap();
+    let x = gpu.upload(&Tensor::<f32>::random(&[16, 8], 1)).unwrap();
+    let mut slots = gpu.poisoned::<f32>(&[32, 8]).unwrap();
+    let mut y = gpu.poisoned::<f32>(&[4, 8]).unwrap();
+    // expert 2 expects 9 tokens, 8 come
+    let bad = gpu
+        .upload(&Tensor::from_vec(&[4], vec![8u32, 8, 9, 8]).unwrap())
+        .unwrap();
+    let t0 = Instant::now();
+    let err = moe_gather::launch(&gpu, &topk, &bad, &x, &mut slots, &mut y).unwrap_err();
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t0.elapsed()
+    );
+    let Error::Watchdog { wait, .. } = &err else {
+        panic!("expected the watchdog, got {err}")
+    };
+    assert_eq!(wait.task, "expert[2]", "{err}");
+    assert_eq!(wait.element, "arrived[2]", "{err}");
+    assert_eq!((wait.value, wait.expected), (8, 9), "{err}");
+    // the next launch works
+    let good = gpu
+        .upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap())
+        .unwrap();
+    moe_gather::launch(&gpu, &topk, &good, &x, &mut slots, &mut y).unwrap();
+    moe_routing::check(&gpu, 4, 7, None);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn trace_is_valid_json_with_every_task() {
+    let gpu = gpu();
+    let (m, n, k) = (8 * TILE, 4 * TILE, SPLITS * K_SLICE);
+    let a = gpu.upload(&Tensor::<bf16>::random(&[m, k], 1)).unwrap();
+    let b = gpu.upload(&Tensor::<bf16>::random(&[k, n], 2)).unwrap();
+    let mut part = gpu.poisoned::<f32>(&[m * SPLITS, n]).unwrap();
+    let mut c = gpu.poisoned::<bf16>(&[m, n]).unwrap();
+    let path = std::env::temp_dir().join(format!("et-gpu-trace-{}.json", std::process::id()));
+    let opts = LaunchOptions {
+        trace: Some(path.clone()),
+        ..Default::default()
+    };
+    let report = splitk_gemm::launch_with(&gpu, &opts, &a, &b, &mut part, &mut c).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    let tasks: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(tasks.len(), report.tasks as usize);
+    assert!(tasks.iter().all(|t| t["dur"].as_f64().unwrap() >= 0.0));
+    assert!(tasks.iter().any(|t| t["name"] == "reduce[7, 3]"));
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn wrong_shapes_are_errors_on_the_gpu_too() {
+    let gpu = gpu();
+    let a = gpu.upload(&Tensor::<f32>::zeros(&[64, 128])).unwrap();
+    let mut part = gpu.upload(&Tensor::<f32>::zeros(&[64, 4])).unwrap();
+    let mut c = gpu.upload(&Tensor::<f32>::zeros(&[65])).unwrap();
+    let err = split_row_sum::launch(&gpu, &a, &mut part, &mut c)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tensor `c` dimension 0 is 65"), "{err}");
+}

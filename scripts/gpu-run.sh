@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, after ../shared/tools/pack-gpu:
+# every test binary (GPU tests included), the splitk example, compute-sanitizer on it,
+# and the benchmarks. Logs go to $OUT (or ./gpu-out).
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+export ET_CACHE_DIR=/tmp/et-cache
+status=0
+bash .gpu/run.sh tests > "$out/tests.log" 2>&1 || status=1
+grep -E "^(test result|=== |pack-gpu)|FAILED|panicked" "$out/tests.log" | tail -40
+echo "--- splitk example"
+bash .gpu/run.sh exec splitk --m 16 --n 16 --rows 64 2>&1 | tee "$out/splitk.log" || status=1
+echo "--- compute-sanitizer"
+for tool in memcheck racecheck; do
+  ET_WATCHDOG_MS=60000 compute-sanitizer --tool $tool --error-exitcode 9 .gpu/bin/splitk --m 2 --n 2 --rows 4 > "$out/sanitizer-$tool.log" 2>&1
+  rc=$?
+  echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
+  [ $rc = 0 ] || status=1
+done
+echo "--- benchmarks"
+bash .gpu/run.sh exec gpu_bench --json "$out/bench.jsonl" 2>&1 | tee "$out/bench.log" || status=1
+exit $status
