@@ -14,15 +14,22 @@
 //!
 //! ```no_run
 //! use et_core::prelude::*;
-//! # #[et_core::megakernel] fn double(x: &Tensor<f32, { [N * 8] }>, y: &mut Tensor<f32, { [N * 8] }>) {
-//! #     tile!(t[i] in [N] { add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8])); });
-//! # }
-//! let gpu = et_device::Cuda::new(0)?;
-//! let x = gpu.upload(&Tensor::<f32>::random(&[64], 1))?;
-//! let mut y = gpu.upload(&Tensor::<f32>::zeros(&[64]))?;
-//! double::launch(&gpu, &x, &mut y)?;
-//! let y = gpu.download(&y)?;
-//! # Ok::<(), et_core::Error>(())
+//!
+//! #[megakernel]
+//! fn double(x: &Tensor<f32, { [N * 8] }>, y: &mut Tensor<f32, { [N * 8] }>) {
+//!     tile!(t[i] in [N] {
+//!         add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8]));
+//!     });
+//! }
+//!
+//! fn main() -> Result<(), et_core::Error> {
+//!     let gpu = et_device::Cuda::new(0)?;
+//!     let x = gpu.upload(&Tensor::<f32>::random(&[64], 1))?;
+//!     let mut y = gpu.upload(&Tensor::<f32>::zeros(&[64]))?;
+//!     double::launch(&gpu, &x, &mut y)?;
+//!     println!("{:?}", gpu.download(&y)?.as_slice());
+//!     Ok(())
+//! }
 //! ```
 
 mod availability;

@@ -133,6 +133,7 @@ fn tokens(t: &impl ToTokens) -> TokenStream {
 
 /// Lowers and checks; all problems found are collected in `errors`.
 pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analyzed> {
+    let before = errors.count();
     let mut spans = Spans::default();
     let dims = collect_dims(m, args, &mut spans, errors);
     let dim_names: Vec<String> = dims.iter().map(|d| d.name.to_string()).collect();
@@ -177,7 +178,7 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
             Schedule::Dynamic => ScheduleKind::Dynamic,
         },
     };
-    if !errors.is_empty() {
+    if errors.count() > before {
         // the graph is incomplete: rule checks would report follow-on noise
         return None;
     }

@@ -6,10 +6,12 @@ use proc_macro2::Span;
 #[derive(Default)]
 pub struct Errors {
     all: Option<syn::Error>,
+    count: usize,
 }
 
 impl Errors {
     pub fn push(&mut self, e: syn::Error) {
+        self.count += 1;
         match &mut self.all {
             Some(all) => all.combine(e),
             None => self.all = Some(e),
@@ -18,6 +20,11 @@ impl Errors {
 
     pub fn error(&mut self, span: Span, msg: impl std::fmt::Display) {
         self.push(syn::Error::new(span, msg));
+    }
+
+    /// How many errors have been pushed.
+    pub fn count(&self) -> usize {
+        self.count
     }
 
     pub fn is_empty(&self) -> bool {

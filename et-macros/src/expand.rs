@@ -10,6 +10,7 @@ use crate::diag::Errors;
 pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let args = crate::attr::parse(attr, &mut errors);
+    let before_parse = errors.count();
     let model = match crate::parse::megakernel(item, &mut errors) {
         Ok(m) => m,
         Err(e) => {
@@ -19,7 +20,8 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
     // a parameter or statement that did not parse leaves names undefined: analysing
     // what is left would only add follow-on errors
-    let analyzed = if errors.is_empty() {
+    let parsed_cleanly = errors.count() == before_parse;
+    let analyzed = if parsed_cleanly {
         crate::analyze::analyze(&model, &args, &mut errors)
     } else {
         None

@@ -94,9 +94,3 @@ fn kernels_are_registered_with_cuda_source() {
         "line directives name the user's file"
     );
 }
-
-#[test]
-#[ignore = "prints the generated CUDA source"]
-fn print_cuda_source() {
-    println!("{}", splitk_gemm::KERNEL.cuda_source());
-}
