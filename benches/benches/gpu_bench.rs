@@ -24,10 +24,7 @@ impl Out {
     fn row(&mut self, name: &str, value: f64, unit: &str, note: &str) {
         println!("{name:<48} {value:>12.3} {unit:<6} {note}");
         if let Some(f) = &mut self.json {
-            let _ = writeln!(
-                f,
-                "{{\"name\":\"{name}\",\"value\":{value},\"unit\":\"{unit}\",\"note\":\"{note}\"}}"
-            );
+            let _ = writeln!(f, "{{\"name\":\"{name}\",\"value\":{value},\"unit\":\"{unit}\",\"note\":\"{note}\"}}");
         }
     }
 }
@@ -41,20 +38,81 @@ fn main() {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let json = args
-        .iter()
-        .position(|a| a == "--json")
-        .and_then(|i| args.get(i + 1));
-    let mut out = Out {
-        json: json.map(std::fs::File::create).transpose()?,
-    };
+    let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1));
+    let mut out = Out { json: json.map(std::fs::File::create).transpose()? };
     let gpu = Cuda::new(0)?;
     println!("{}", gpu.describe());
 
+    bare_cuda(&gpu, &mut out)?;
     compile_times(&gpu, &mut out)?;
     hops(&gpu, &mut out)?;
     launch_overhead(&gpu, &mut out)?;
     splitk_vs_two_kernels(&gpu, &mut out)?;
+    Ok(())
+}
+
+/// The floor under et's figures: an empty kernel and a chain of cross-SM hops written
+/// directly in CUDA (one counter, acquire spin, release add), no et runtime.
+fn bare_cuda(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    let src = r#"
+extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void hop_chain(unsigned int* counter, unsigned int hops) {
+    if (threadIdx.x != 0) return;
+    for (unsigned int i = blockIdx.x; i < hops; i += gridDim.x) {
+        unsigned int v;
+        do { asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory"); } while (v < i);
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" :: "l"(counter), "r"(1u) : "memory");
+    }
+}
+"#;
+    let (image, _) = gpu.compiler().compile_source("bare_cuda", src)?;
+    let module = gpu.context().load_module(cudarc::nvrtc::Ptx::from_binary(image.image.clone()))?;
+    let empty = module.load_function("empty_kernel")?;
+    let chain = module.load_function("hop_chain")?;
+    let stream = gpu.stream();
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let (start, end) = (gpu.context().new_event(timing)?, gpu.context().new_event(timing)?);
+    let grid = LaunchConfig { grid_dim: (gpu.sm_count() as u32, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    let (mut wall, mut kernel) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        let t0 = Instant::now();
+        start.record(stream)?;
+        // SAFETY: `empty_kernel` takes no arguments.
+        unsafe { stream.launch_builder(&empty).launch(grid) }?;
+        end.record(stream)?;
+        stream.synchronize()?;
+        wall.push(t0.elapsed().as_secs_f64());
+        kernel.push(start.elapsed_ms(&end)? as f64 / 1e3);
+    }
+    out.row("bare CUDA empty kernel: host wall per launch", median(&wall) * 1e6, "us", "median of 200; launch + sync");
+    out.row(
+        "bare CUDA empty kernel: kernel time (events)",
+        median(&kernel) * 1e6,
+        "us",
+        "median of 200; 132 x 128 threads",
+    );
+    let hops = 10_000u32;
+    let mut counter = stream.alloc_zeros::<u32>(1)?;
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        stream.memset_zeros(&mut counter)?;
+        start.record(stream)?;
+        let mut b = stream.launch_builder(&chain);
+        b.arg(&mut counter).arg(&hops);
+        // SAFETY: `hop_chain(unsigned int*, unsigned int)` with a live one-word counter;
+        // 132 CTAs of 128 threads are co-resident on an H200.
+        unsafe { b.launch(grid) }?;
+        end.record(stream)?;
+        stream.synchronize()?;
+        times.push(start.elapsed_ms(&end)? as f64 / 1e3);
+    }
+    out.row(
+        "bare CUDA dependency hop (cross-SM)",
+        median(&times) / hops as f64 * 1e6,
+        "us",
+        "median of 20, chain of 10000",
+    );
     Ok(())
 }
 
@@ -79,12 +137,7 @@ fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Er
             "ms",
             &format!("{} bytes of CUBIN", a.image.len()),
         );
-        out.row(
-            &format!("load {} from the disk cache", k.name()),
-            warm_s * 1e3,
-            "ms",
-            "second process start",
-        );
+        out.row(&format!("load {} from the disk cache", k.name()), warm_s * 1e3, "ms", "second process start");
     }
     std::fs::remove_dir_all(&dir).ok();
     Ok(())
@@ -93,28 +146,14 @@ fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Er
 fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
     for n in [1000usize, 10000] {
         let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
-        for (placement, what) in [
-            (Placement::RoundRobin, "cross-SM"),
-            (Placement::CostAware, "same SM"),
-        ] {
-            let opts = LaunchOptions {
-                placement,
-                trace: None,
-                ..Default::default()
-            };
+        for (placement, what) in [(Placement::RoundRobin, "cross-SM"), (Placement::CostAware, "same SM")] {
+            let opts = LaunchOptions { placement, trace: None, ..Default::default() };
             hop_chain::launch_with(gpu, &opts, &anchor)?; // warm-up (compile, schedule upload)
             let times: Vec<f64> = (0..20)
-                .map(|_| {
-                    hop_chain::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64())
-                })
+                .map(|_| hop_chain::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64()))
                 .collect::<Result<_, _>>()?;
             let per = median(&times) / (n as f64 + 1.0) * 1e6;
-            out.row(
-                &format!("dependency hop, chain of {n} ({what})"),
-                per,
-                "us",
-                "median of 20, kernel time / tasks",
-            );
+            out.row(&format!("dependency hop, chain of {n} ({what})"), per, "us", "median of 20, kernel time / tasks");
         }
     }
     Ok(())
@@ -175,31 +214,26 @@ fn splitk_vs_two_kernels(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::e
             }
             if rep == 1 {
                 let err = relative_error(&gpu.download(&c2)?, &gpu.download(&c)?);
-                assert!(
-                    err == 0.0,
-                    "two-kernel result differs from the megakernel: {err}"
-                );
+                assert!(err == 0.0, "two-kernel result differs from the megakernel: {err}");
             }
         }
         let (tm, tt) = (median(&mega), median(&two));
+        let bytes = (2 * m * k + 2 * k * n + 2 * 4 * SPLITS * m * n + 2 * m * n) as f64;
+        let flops = 2.0 * (m * n * k) as f64;
         let note = format!("M=N={m}, K={k}; median of 9, fresh inputs");
-        out.row(
-            &format!("splitk GEMM {m}x{n}: megakernel"),
-            tm * 1e6,
-            "us",
-            &note,
-        );
+        out.row(&format!("splitk GEMM {m}x{n}: megakernel"), tm * 1e6, "us", &note);
         out.row(
             &format!("splitk GEMM {m}x{n}: two kernels (sum of kernel times)"),
             tt * 1e6,
             "us",
             "launch gaps not included",
         );
+        out.row(&format!("splitk GEMM {m}x{n}: two kernels / megakernel"), tt / tm, "x", "kernel time ratio");
         out.row(
-            &format!("splitk GEMM {m}x{n}: two kernels / megakernel"),
-            tt / tm,
-            "x",
-            "kernel time ratio",
+            &format!("splitk GEMM {m}x{n}: megakernel throughput"),
+            flops / tm / 1e12,
+            "TFLOP/s",
+            &format!("{:.0} GB/s over {:.1} MB moved", bytes / tm / 1e9, bytes / 1e6),
         );
     }
     Ok(())

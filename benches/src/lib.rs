@@ -38,10 +38,7 @@ pub fn splitk_partials(
 
 /// The reduce tiles of `splitk_gemm`, alone: the second of two kernels.
 #[megakernel(dims(S = 4), threads = 128)]
-pub fn splitk_reduce(
-    part: &Tensor<f32, { [M * S * 32, N * 32] }>,
-    c: &mut Tensor<bf16, { [M * 32, N * 32] }>,
-) {
+pub fn splitk_reduce(part: &Tensor<f32, { [M * S * 32, N * 32] }>, c: &mut Tensor<bf16, { [M * 32, N * 32] }>) {
     tile!(reduce[m, n] in [M, N] {
         sum_splits(part.tile([m, n], [S * 32, 32]), c.tile([m, n], [32, 32]));
     });
@@ -51,9 +48,5 @@ pub fn splitk_reduce(
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        f64::NAN
-    } else {
-        s[s.len() / 2]
-    }
+    if s.is_empty() { f64::NAN } else { s[s.len() / 2] }
 }

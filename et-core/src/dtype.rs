@@ -11,9 +11,7 @@ mod sealed {
 ///
 /// Sealed: the set of element types is fixed by what the CUDA prelude and the tile ops
 /// implement.
-pub trait Element:
-    Copy + Send + Sync + PartialEq + std::fmt::Debug + Default + sealed::Sealed + 'static
-{
+pub trait Element: Copy + Send + Sync + PartialEq + std::fmt::Debug + Default + sealed::Sealed + 'static {
     /// The runtime dtype tag.
     const DTYPE: DType;
     /// The type's name in generated CUDA (`float`, `et::bf16`, ...).

@@ -19,11 +19,7 @@ pub struct BlockedWait {
 
 impl fmt::Display for BlockedWait {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "task {} waits on {} (count {} of {})",
-            self.task, self.element, self.value, self.expected
-        )
+        write!(f, "task {} waits on {} (count {} of {})", self.task, self.element, self.value, self.expected)
     }
 }
 
@@ -78,31 +74,18 @@ impl fmt::Display for Error {
             Error::Resolve(e) => write!(f, "{e}"),
             Error::Shape(m) => write!(f, "{m}"),
             Error::Deadlock { kernel, blocked } => {
-                write!(
-                    f,
-                    "deadlock in megakernel `{kernel}`: no task can make progress"
-                )?;
+                write!(f, "deadlock in megakernel `{kernel}`: no task can make progress")?;
                 for b in blocked {
                     write!(f, "\n  {b}")?;
                 }
                 Ok(())
             }
-            Error::Watchdog {
-                kernel,
-                wait,
-                limit,
-            } => {
-                write!(
-                    f,
-                    "watchdog stopped megakernel `{kernel}` after {limit:?}: {wait}"
-                )
+            Error::Watchdog { kernel, wait, limit } => {
+                write!(f, "watchdog stopped megakernel `{kernel}` after {limit:?}: {wait}")
             }
             Error::TaskPanic { task, message } => write!(f, "task {task} panicked: {message}"),
             Error::Unavailable(m) => write!(f, "backend unavailable: {m}"),
-            Error::Compile { kernel, log } => write!(
-                f,
-                "CUDA compilation of megakernel `{kernel}` failed:\n{log}"
-            ),
+            Error::Compile { kernel, log } => write!(f, "CUDA compilation of megakernel `{kernel}` failed:\n{log}"),
             Error::Device(m) => write!(f, "device error: {m}"),
             Error::Io(e) => write!(f, "{e}"),
         }

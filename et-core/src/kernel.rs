@@ -98,10 +98,7 @@ inventory::collect!(KernelRegistration);
 /// `inventory` only sees crates that the program actually links: name your kernel
 /// crates (`use my_kernels as _;`) in binaries that need their kernels registered.
 pub fn registered_kernels() -> Vec<&'static Kernel> {
-    let mut v: Vec<&'static Kernel> = inventory::iter::<KernelRegistration>
-        .into_iter()
-        .map(|r| r.0)
-        .collect();
+    let mut v: Vec<&'static Kernel> = inventory::iter::<KernelRegistration>.into_iter().map(|r| r.0).collect();
     v.sort_by_key(|k| (k.module_path, k.name()));
     v
 }

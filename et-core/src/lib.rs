@@ -39,8 +39,8 @@ pub use tile::{InTensor, OutTensor, TileMut, TileRef};
 pub mod prelude {
     pub use crate::ops::*;
     pub use crate::{
-        Backend, Cpu, DType, Element, LaunchOptions, Placement, ScheduleKind, Tensor, TileMut,
-        TileRef, bf16, event, f16, megakernel, signal, tile, wait,
+        Backend, Cpu, DType, Element, LaunchOptions, Placement, ScheduleKind, Tensor, TileMut, TileRef, bf16, event,
+        f16, megakernel, signal, tile, wait,
     };
 }
 
@@ -55,8 +55,8 @@ pub mod __private {
     pub use crate::tile::{InTensor, OutTensor};
     pub use crate::{bf16, f16};
     pub use et_graph::{
-        Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec,
-        GroupSpec, Index, ScheduleKind, TensorSpec, Term, TileAccess,
+        Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index,
+        ScheduleKind, TensorSpec, Term, TileAccess,
     };
     pub use inventory;
     pub use std::borrow::Cow;

@@ -19,16 +19,8 @@ pub struct RawTensor {
 impl RawTensor {
     /// A contiguous row-major tensor at `addr`.
     pub fn new(addr: u64, dtype: DType, shape: &[usize]) -> Self {
-        let strides = crate::tensor::row_major_strides(shape)
-            .into_iter()
-            .map(|s| s as i64)
-            .collect();
-        RawTensor {
-            addr,
-            dtype,
-            shape: shape.iter().map(|&s| s as i64).collect(),
-            strides,
-        }
+        let strides = crate::tensor::row_major_strides(shape).into_iter().map(|s| s as i64).collect();
+        RawTensor { addr, dtype, shape: shape.iter().map(|&s| s as i64).collect(), strides }
     }
 
     /// Number of elements.

@@ -22,10 +22,7 @@ impl<T: Element> std::fmt::Debug for Tensor<T> {
 impl<T: Element> Tensor<T> {
     /// A tensor of `shape` filled with `value`.
     pub fn full(shape: &[usize], value: T) -> Self {
-        Tensor {
-            shape: shape.to_vec(),
-            data: vec![value; shape.iter().product()],
-        }
+        Tensor { shape: shape.to_vec(), data: vec![value; shape.iter().product()] }
     }
 
     /// A tensor of zeros.
@@ -47,22 +44,14 @@ impl<T: Element> Tensor<T> {
                 data.len()
             )));
         }
-        Ok(Tensor {
-            shape: shape.to_vec(),
-            data,
-        })
+        Ok(Tensor { shape: shape.to_vec(), data })
     }
 
     /// A tensor of values drawn uniformly from `[-1, 1)` with a seeded generator.
     pub fn random(shape: &[usize], seed: u64) -> Self {
         let mut rng = SplitMix64::new(seed);
         let n = shape.iter().product();
-        Tensor {
-            shape: shape.to_vec(),
-            data: (0..n)
-                .map(|_| T::from_f32(rng.unit_f32() * 2.0 - 1.0))
-                .collect(),
-        }
+        Tensor { shape: shape.to_vec(), data: (0..n).map(|_| T::from_f32(rng.unit_f32() * 2.0 - 1.0)).collect() }
     }
 
     /// The extents.
@@ -102,18 +91,10 @@ impl<T: Element> Tensor<T> {
 
     fn flat(&self, index: &[usize]) -> usize {
         assert_eq!(index.len(), self.shape.len(), "index rank");
-        index
-            .iter()
-            .zip(&self.shape)
-            .zip(self.strides())
-            .fold(0, |acc, ((&i, &s), st)| {
-                assert!(
-                    i < s,
-                    "index {index:?} out of bounds for shape {:?}",
-                    self.shape
-                );
-                acc + i * st
-            })
+        index.iter().zip(&self.shape).zip(self.strides()).fold(0, |acc, ((&i, &s), st)| {
+            assert!(i < s, "index {index:?} out of bounds for shape {:?}", self.shape);
+            acc + i * st
+        })
     }
 
     /// The element at `index`. Panics when out of bounds.
@@ -129,18 +110,12 @@ impl<T: Element> Tensor<T> {
 
     /// Converts every element through `f32`.
     pub fn to_f32(&self) -> Tensor<f32> {
-        Tensor {
-            shape: self.shape.clone(),
-            data: self.data.iter().map(|v| v.to_f32()).collect(),
-        }
+        Tensor { shape: self.shape.clone(), data: self.data.iter().map(|v| v.to_f32()).collect() }
     }
 
     /// Converts every element from `f32` (rounding for 16-bit floats).
     pub fn from_f32(t: &Tensor<f32>) -> Self {
-        Tensor {
-            shape: t.shape.clone(),
-            data: t.data.iter().map(|&v| T::from_f32(v)).collect(),
-        }
+        Tensor { shape: t.shape.clone(), data: t.data.iter().map(|&v| T::from_f32(v)).collect() }
     }
 
     /// The kernel-argument view of this tensor (host address).
@@ -173,9 +148,5 @@ pub fn relative_error<A: Element, B: Element>(a: &Tensor<A>, b: &Tensor<B>) -> f
         num += (x - y) * (x - y);
         den += y * y;
     }
-    if den == 0.0 {
-        num.sqrt()
-    } else {
-        (num / den).sqrt()
-    }
+    if den == 0.0 { num.sqrt() } else { (num / den).sqrt() }
 }

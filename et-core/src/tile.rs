@@ -35,23 +35,11 @@ impl<'a, T: Element> View<'a, T> {
     /// `raw` describes live host memory holding `T`s for the lifetime `'a`.
     unsafe fn new(raw: &'a RawTensor) -> Self {
         assert_eq!(raw.dtype, T::DTYPE, "tensor dtype");
-        View {
-            ptr: raw.addr as *mut T,
-            shape: &raw.shape,
-            strides: &raw.strides,
-        }
+        View { ptr: raw.addr as *mut T, shape: &raw.shape, strides: &raw.strides }
     }
 
-    fn tile<const R: usize>(
-        &self,
-        index: [i64; R],
-        size: [usize; R],
-    ) -> (*mut T, [usize; R], [isize; R]) {
-        assert_eq!(
-            R,
-            self.shape.len(),
-            "tile rank must equal the tensor's rank"
-        );
+    fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> (*mut T, [usize; R], [isize; R]) {
+        assert_eq!(R, self.shape.len(), "tile rank must equal the tensor's rank");
         let mut offset = 0isize;
         let mut strides = [0isize; R];
         for d in 0..R {
@@ -77,20 +65,13 @@ impl<'a, T: Element> InTensor<'a, T> {
     /// task writes while this task reads it (the megakernel's events guarantee that).
     pub unsafe fn bind(raw: &'a RawTensor) -> Self {
         // SAFETY: forwarded to the caller.
-        InTensor {
-            view: unsafe { View::new(raw) },
-        }
+        InTensor { view: unsafe { View::new(raw) } }
     }
 
     /// The tile at tile coordinates `index` with extents `size`.
     pub fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileRef<'a, T, R> {
         let (ptr, shape, strides) = self.view.tile(index, size);
-        TileRef {
-            ptr,
-            shape,
-            strides,
-            _life: PhantomData,
-        }
+        TileRef { ptr, shape, strides, _life: PhantomData }
     }
 
     /// The tensor's extents.
@@ -107,18 +88,12 @@ impl<'a, T: Element> OutTensor<'a, T> {
     /// tiles this task writes while it runs.
     pub unsafe fn bind(raw: &'a RawTensor) -> Self {
         // SAFETY: forwarded to the caller.
-        OutTensor {
-            view: unsafe { View::new(raw) },
-        }
+        OutTensor { view: unsafe { View::new(raw) } }
     }
 
     /// The tile at tile coordinates `index` with extents `size`, as a [`TileMut`] or a
     /// [`TileRef`], whichever the op being called takes.
-    pub fn tile<const R: usize, V: FromOutTile<'a, T, R>>(
-        &self,
-        index: [i64; R],
-        size: [usize; R],
-    ) -> V {
+    pub fn tile<const R: usize, V: FromOutTile<'a, T, R>>(&self, index: [i64; R], size: [usize; R]) -> V {
         let (ptr, shape, strides) = self.view.tile(index, size);
         V::from_parts(ptr, shape, strides)
     }
@@ -131,12 +106,7 @@ impl<'a, T: Element> OutTensor<'a, T> {
     /// The same tile, read-only (an output read back by a later op of the same task).
     pub fn tile_ref<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileRef<'a, T, R> {
         let (ptr, shape, strides) = self.view.tile(index, size);
-        TileRef {
-            ptr,
-            shape,
-            strides,
-            _life: PhantomData,
-        }
+        TileRef { ptr, shape, strides, _life: PhantomData }
     }
 
     /// The tensor's extents.
@@ -154,23 +124,13 @@ pub trait FromOutTile<'a, T, const R: usize>: Sized {
 
 impl<'a, T, const R: usize> FromOutTile<'a, T, R> for TileRef<'a, T, R> {
     fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self {
-        TileRef {
-            ptr,
-            shape,
-            strides,
-            _life: PhantomData,
-        }
+        TileRef { ptr, shape, strides, _life: PhantomData }
     }
 }
 
 impl<'a, T, const R: usize> FromOutTile<'a, T, R> for TileMut<'a, T, R> {
     fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self {
-        TileMut {
-            ptr,
-            shape,
-            strides,
-            _life: PhantomData,
-        }
+        TileMut { ptr, shape, strides, _life: PhantomData }
     }
 }
 

@@ -17,12 +17,7 @@ pub struct TaskSpan {
 }
 
 /// Writes the spans as Chrome trace-event JSON (`chrome://tracing`, ui.perfetto.dev).
-pub fn write_chrome_trace(
-    path: &Path,
-    kernel: &str,
-    track_label: &str,
-    spans: &[TaskSpan],
-) -> std::io::Result<()> {
+pub fn write_chrome_trace(path: &Path, kernel: &str, track_label: &str, spans: &[TaskSpan]) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         out,

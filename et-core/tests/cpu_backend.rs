@@ -8,15 +8,9 @@ use common::*;
 use et_core::__private::{Access, Count, DType, Index};
 use et_core::cpu::TaskContext;
 use et_core::ops::add;
-use et_core::{
-    Backend, Cpu, Error, Kernel, LaunchOptions, Placement, RawTensor, ScheduleKind, Tensor,
-};
+use et_core::{Backend, Cpu, Error, Kernel, LaunchOptions, Placement, RawTensor, ScheduleKind, Tensor};
 
-fn run(
-    k: &'static Kernel,
-    args: &[RawTensor],
-    options: &LaunchOptions,
-) -> et_core::Result<et_core::LaunchReport> {
+fn run(k: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> et_core::Result<et_core::LaunchReport> {
     Cpu::with_workers(4).launch(k, args, options)
 }
 
@@ -24,12 +18,7 @@ fn every_schedule() -> Vec<LaunchOptions> {
     let mut v = Vec::new();
     for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
         for placement in [Placement::RoundRobin, Placement::CostAware] {
-            v.push(LaunchOptions {
-                schedule: Some(schedule),
-                placement,
-                trace: None,
-                ..Default::default()
-            });
+            v.push(LaunchOptions { schedule: Some(schedule), placement, trace: None, ..Default::default() });
         }
     }
     v
@@ -62,11 +51,7 @@ fn chain() -> &'static Kernel {
         let i = cx.var(0);
         cx.wait(0);
         let (a, out) = (cx.input::<f32>(0), cx.output::<f32>(1));
-        add(
-            out.tile_ref([i], [1]),
-            a.tile([i], [1]),
-            out.tile([i + 1], [1]),
-        );
+        add(out.tile_ref([i], [1]), a.tile([i], [1]), out.tile([i + 1], [1]));
         cx.after_op();
         cx.signal(0);
     }
@@ -79,13 +64,7 @@ fn chain() -> &'static Kernel {
         ],
         vec![event("e", vec![dim(0).add(&lit(1))], Count::Inferred)],
         vec![
-            group(
-                "seed",
-                &["z"],
-                vec![lit(1)],
-                vec![],
-                vec![at(0, vec![point(lit(0))])],
-            ),
+            group("seed", &["z"], vec![lit(1)], vec![], vec![at(0, vec![point(lit(0))])]),
             group(
                 "step",
                 &["i"],
@@ -127,11 +106,7 @@ fn diamond() -> &'static Kernel {
         let b = cx.var(0);
         cx.wait(0);
         let (s, l) = (cx.output::<f32>(1), cx.output::<f32>(2));
-        add(
-            s.tile_ref([b], [16]),
-            s.tile_ref([b], [16]),
-            l.tile([b], [16]),
-        );
+        add(s.tile_ref([b], [16]), s.tile_ref([b], [16]), l.tile([b], [16]));
         cx.signal(0);
     }
     fn right(cx: &TaskContext<'_>) {
@@ -146,16 +121,8 @@ fn diamond() -> &'static Kernel {
         cx.wait(0);
         cx.after_op();
         cx.wait(1);
-        let (l, r, y) = (
-            cx.output::<f32>(2),
-            cx.output::<f32>(3),
-            cx.output::<f32>(4),
-        );
-        add(
-            l.tile_ref([b], [16]),
-            r.tile_ref([b], [16]),
-            y.tile([b], [16]),
-        );
+        let (l, r, y) = (cx.output::<f32>(2), cx.output::<f32>(3), cx.output::<f32>(4));
+        add(l.tile_ref([b], [16]), r.tile_ref([b], [16]), y.tile([b], [16]));
     }
     let n = || vec![dim(0).scale(16)];
     let e = |name| event(name, vec![dim(0)], Count::Inferred);
@@ -173,27 +140,9 @@ fn diamond() -> &'static Kernel {
         vec![e("top"), e("left"), e("right")],
         vec![
             group("top", &["b"], vec![dim(0)], vec![], vec![at(0, b())]),
-            group(
-                "left",
-                &["b"],
-                vec![dim(0)],
-                vec![at(0, b())],
-                vec![at(1, b())],
-            ),
-            group(
-                "right",
-                &["b"],
-                vec![dim(0)],
-                vec![at(0, b())],
-                vec![at(2, b())],
-            ),
-            group(
-                "bottom",
-                &["b"],
-                vec![dim(0)],
-                vec![at(1, b()), at(2, b())],
-                vec![],
-            ),
+            group("left", &["b"], vec![dim(0)], vec![at(0, b())], vec![at(1, b())]),
+            group("right", &["b"], vec![dim(0)], vec![at(0, b())], vec![at(2, b())]),
+            group("bottom", &["b"], vec![dim(0)], vec![at(1, b()), at(2, b())], vec![]),
         ],
         &[top, left, right, bottom],
     )
@@ -214,12 +163,7 @@ fn diamond_matches_sequential() {
             .collect();
         for opts in every_schedule() {
             let t: Vec<Tensor<f32>> = (0..4).map(|_| Tensor::poisoned(&[blocks * 16])).collect();
-            run(
-                k,
-                &[x.raw(), t[0].raw(), t[1].raw(), t[2].raw(), t[3].raw()],
-                &opts,
-            )
-            .unwrap();
+            run(k, &[x.raw(), t[0].raw(), t[1].raw(), t[2].raw(), t[3].raw()], &opts).unwrap();
             assert_eq!(t[3].as_slice(), &want[..], "{opts:?}");
         }
     }
@@ -231,11 +175,7 @@ fn all_to_one() -> &'static Kernel {
     fn worker(cx: &TaskContext<'_>) {
         let k = cx.var(0);
         let (a, part) = (cx.input::<f32>(0), cx.output::<f32>(1));
-        add(
-            a.tile([k, 0], [1, 8]),
-            a.tile([k, 0], [1, 8]),
-            part.tile([k, 0], [1, 8]),
-        );
+        add(a.tile([k, 0], [1, 8]), a.tile([k, 0], [1, 8]), part.tile([k, 0], [1, 8]));
         cx.signal(0);
     }
     fn gather(cx: &TaskContext<'_>) {
@@ -258,20 +198,8 @@ fn all_to_one() -> &'static Kernel {
         ],
         vec![event("e", vec![dim(0)], Count::Inferred)],
         vec![
-            group(
-                "worker",
-                &["k"],
-                vec![dim(0)],
-                vec![],
-                vec![at(0, vec![point(var(0))])],
-            ),
-            group(
-                "gather",
-                &["z"],
-                vec![lit(1)],
-                vec![at(0, vec![Index::All])],
-                vec![],
-            ),
+            group("worker", &["k"], vec![dim(0)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("gather", &["z"], vec![lit(1)], vec![at(0, vec![Index::All])], vec![]),
         ],
         &[worker, gather],
     )
@@ -282,9 +210,7 @@ fn all_to_one_matches_sequential() {
     let k = all_to_one();
     for n in [1usize, 6, 33] {
         let a = Tensor::<f32>::random(&[n, 8], 3);
-        let want: Vec<f32> = (0..n)
-            .map(|r| (0..8).map(|c| a.get(&[r, c]) + a.get(&[r, c])).sum())
-            .collect();
+        let want: Vec<f32> = (0..n).map(|r| (0..8).map(|c| a.get(&[r, c]) + a.get(&[r, c])).sum()).collect();
         for opts in every_schedule() {
             let part = Tensor::<f32>::poisoned(&[n, 8]);
             let out = Tensor::<f32>::poisoned(&[n]);
@@ -319,20 +245,8 @@ fn one_to_many() -> &'static Kernel {
         ],
         vec![event("ready", vec![lit(1)], Count::Inferred)],
         vec![
-            group(
-                "producer",
-                &["z"],
-                vec![lit(1)],
-                vec![],
-                vec![at(0, vec![point(lit(0))])],
-            ),
-            group(
-                "consumer",
-                &["k"],
-                vec![dim(0)],
-                vec![at(0, vec![point(lit(0))])],
-                vec![],
-            ),
+            group("producer", &["z"], vec![lit(1)], vec![], vec![at(0, vec![point(lit(0))])]),
+            group("consumer", &["k"], vec![dim(0)], vec![at(0, vec![point(lit(0))])], vec![]),
         ],
         &[producer, consumer],
     )
@@ -344,9 +258,8 @@ fn one_to_many_matches_sequential() {
     for n in [1usize, 5, 30] {
         let x = Tensor::<f32>::random(&[8], 1);
         let a = Tensor::<f32>::random(&[n * 8], 2);
-        let want: Vec<f32> = (0..n * 8)
-            .map(|i| (x.as_slice()[i % 8] + x.as_slice()[i % 8]) + a.as_slice()[i])
-            .collect();
+        let want: Vec<f32> =
+            (0..n * 8).map(|i| (x.as_slice()[i % 8] + x.as_slice()[i % 8]) + a.as_slice()[i]).collect();
         for opts in every_schedule() {
             let s = Tensor::<f32>::poisoned(&[8]);
             let y = Tensor::<f32>::poisoned(&[n * 8]);
@@ -356,21 +269,11 @@ fn one_to_many_matches_sequential() {
     }
 }
 
-fn chaos_run(
-    k: &'static Kernel,
-    a: &Tensor<f32>,
-    seed: u64,
-    schedule: ScheduleKind,
-) -> (Vec<f32>, Vec<f32>) {
+fn chaos_run(k: &'static Kernel, a: &Tensor<f32>, seed: u64, schedule: ScheduleKind) -> (Vec<f32>, Vec<f32>) {
     let rows = a.shape()[0];
     let part = Tensor::<f32>::poisoned(&[rows, 4]);
     let c = Tensor::<f32>::poisoned(&[rows]);
-    let opts = LaunchOptions {
-        chaos: Some(seed),
-        schedule: Some(schedule),
-        trace: None,
-        ..Default::default()
-    };
+    let opts = LaunchOptions { chaos: Some(seed), schedule: Some(schedule), trace: None, ..Default::default() };
     run(k, &[a.raw(), part.raw(), c.raw()], &opts).unwrap();
     (part.into_vec(), c.into_vec())
 }
@@ -381,11 +284,7 @@ fn chaos_200_seeds_bit_identical_on_a_correct_graph() {
     let a = Tensor::<f32>::random(&[4 * 32, 128], 11);
     let (part_ref, c_ref) = split_row_sum_reference(&a);
     for seed in 0..200u64 {
-        let schedule = if seed % 2 == 0 {
-            ScheduleKind::Static
-        } else {
-            ScheduleKind::Dynamic
-        };
+        let schedule = if seed % 2 == 0 { ScheduleKind::Static } else { ScheduleKind::Dynamic };
         let (part, c) = chaos_run(k, &a, seed, schedule);
         assert_eq!(part, part_ref, "seed {seed}");
         assert_eq!(
@@ -403,11 +302,7 @@ fn chaos_exposes_a_missing_dependency() {
     let (_, c_ref) = split_row_sum_reference(&a);
     let wrong = (0..200u64)
         .filter(|&seed| {
-            let schedule = if seed % 2 == 0 {
-                ScheduleKind::Static
-            } else {
-                ScheduleKind::Dynamic
-            };
+            let schedule = if seed % 2 == 0 { ScheduleKind::Static } else { ScheduleKind::Dynamic };
             chaos_run(k, &a, seed, schedule).1 != c_ref
         })
         .count();
@@ -435,20 +330,8 @@ fn dyn_count() -> &'static Kernel {
         ],
         vec![event("e", vec![lit(1)], Count::Dynamic { tensor: 0 })],
         vec![
-            group(
-                "producer",
-                &["k"],
-                vec![dim(0)],
-                vec![],
-                vec![at(0, vec![point(lit(0))])],
-            ),
-            group(
-                "consumer",
-                &["z"],
-                vec![lit(1)],
-                vec![at(0, vec![point(lit(0))])],
-                vec![],
-            ),
+            group("producer", &["k"], vec![dim(0)], vec![], vec![at(0, vec![point(lit(0))])]),
+            group("consumer", &["z"], vec![lit(1)], vec![at(0, vec![point(lit(0))])], vec![]),
         ],
         &[producer, consumer],
     )
@@ -475,23 +358,14 @@ fn deadlock_is_reported_fast_naming_task_and_element() {
         let ks = Tensor::<f32>::zeros(&[3]);
         let t0 = Instant::now();
         let err = run(k, &[counts.raw(), flag.raw(), ks.raw()], &opts).unwrap_err();
-        assert!(
-            t0.elapsed() < Duration::from_secs(1),
-            "took {:?}",
-            t0.elapsed()
-        );
-        let Error::Deadlock { blocked, .. } = &err else {
-            panic!("expected a deadlock, got {err}")
-        };
+        assert!(t0.elapsed() < Duration::from_secs(1), "took {:?}", t0.elapsed());
+        let Error::Deadlock { blocked, .. } = &err else { panic!("expected a deadlock, got {err}") };
         assert_eq!(blocked.len(), 1, "{err}");
         assert_eq!(blocked[0].task, "consumer[0]");
         assert_eq!(blocked[0].element, "e[0]");
         assert_eq!((blocked[0].value, blocked[0].expected), (3, 4));
         let text = err.to_string();
-        assert!(
-            text.contains("consumer[0]") && text.contains("e[0]") && text.contains("3 of 4"),
-            "{text}"
-        );
+        assert!(text.contains("consumer[0]") && text.contains("e[0]") && text.contains("3 of 4"), "{text}");
     }
 }
 
@@ -501,12 +375,7 @@ fn shape_mismatch_names_tensor_and_dimension() {
     let a = Tensor::<f32>::zeros(&[64, 128]);
     let part = Tensor::<f32>::zeros(&[96, 4]);
     let c = Tensor::<f32>::zeros(&[64]);
-    let err = run(
-        k,
-        &[a.raw(), part.raw(), c.raw()],
-        &LaunchOptions::default(),
-    )
-    .unwrap_err();
+    let err = run(k, &[a.raw(), part.raw(), c.raw()], &LaunchOptions::default()).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("tensor `part` dimension 0 is 96"), "{text}");
     assert!(text.contains("`R` = 2 from `a` dimension 0"), "{text}");
@@ -518,12 +387,7 @@ fn wrong_width_is_rejected_before_running() {
     let a = Tensor::<f32>::zeros(&[32, 64]);
     let part = Tensor::<f32>::zeros(&[32, 4]);
     let c = Tensor::<f32>::zeros(&[32]);
-    let err = run(
-        k,
-        &[a.raw(), part.raw(), c.raw()],
-        &LaunchOptions::default(),
-    )
-    .unwrap_err();
+    let err = run(k, &[a.raw(), part.raw(), c.raw()], &LaunchOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Resolve(_)), "{err}");
 }
 
@@ -534,10 +398,7 @@ fn cpu_trace_has_every_task() {
     let part = Tensor::<f32>::zeros(&[96, 4]);
     let c = Tensor::<f32>::zeros(&[96]);
     let path = std::env::temp_dir().join(format!("et-cpu-trace-{}.json", std::process::id()));
-    let opts = LaunchOptions {
-        trace: Some(path.clone()),
-        ..Default::default()
-    };
+    let opts = LaunchOptions { trace: Some(path.clone()), ..Default::default() };
     run(k, &[a.raw(), part.raw(), c.raw()], &opts).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).ok();
@@ -562,30 +423,14 @@ fn task_panic_is_an_error_not_a_crash() {
         vec![tensor("x", DType::F32, vec![dim(0)], Access::Read)],
         vec![event("e", vec![dim(0)], Count::Inferred)],
         vec![
-            group(
-                "boom",
-                &["k"],
-                vec![dim(0)],
-                vec![],
-                vec![at(0, vec![point(var(0))])],
-            ),
-            group(
-                "after",
-                &["k"],
-                vec![dim(0)],
-                vec![at(0, vec![point(var(0))])],
-                vec![],
-            ),
+            group("boom", &["k"], vec![dim(0)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("after", &["k"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![]),
         ],
         &[boom, after],
     );
     let x = Tensor::<f32>::zeros(&[4]);
     for opts in every_schedule() {
         let err = run(k, &[x.raw()], &opts).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("task boom[2] panicked: tile op assertion"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("task boom[2] panicked: tile op assertion"), "{err}");
     }
 }

@@ -48,11 +48,7 @@ pub struct Compiler {
 
 impl std::fmt::Debug for Compiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Compiler({}, NVRTC {}.{})",
-            self.arch, self.version.0, self.version.1
-        )
+        write!(f, "Compiler({}, NVRTC {}.{})", self.arch, self.version.0, self.version.1)
     }
 }
 
@@ -99,12 +95,7 @@ impl Compiler {
             ImageKind::Cubin => self.arch.clone(),
             ImageKind::Ptx => self.arch.replace("sm_", "compute_"),
         };
-        vec![
-            format!("--gpu-architecture={arch}"),
-            "-std=c++17".into(),
-            "-lineinfo".into(),
-            "-default-device".into(),
-        ]
+        vec![format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-lineinfo".into(), "-default-device".into()]
     }
 
     /// Compiles a megakernel (in-process cache, then disk cache, then NVRTC). Returns the
@@ -124,11 +115,7 @@ impl Compiler {
     }
 
     /// Compiles CUDA C++ source `source` (named `name` in messages) with caches.
-    pub fn compile_source(
-        &self,
-        name: &str,
-        source: &str,
-    ) -> Result<(Arc<CompileOutput>, bool), Error> {
+    pub fn compile_source(&self, name: &str, source: &str) -> Result<(Arc<CompileOutput>, bool), Error> {
         if let Some(dir) = std::env::var_os("ET_DUMP_CUDA") {
             let _ = std::fs::create_dir_all(&dir);
             let _ = std::fs::write(Path::new(&dir).join(format!("{name}.cu")), source);
@@ -139,28 +126,20 @@ impl Compiler {
         }
         let t0 = Instant::now();
         if let Some(out) = self.read_disk(&key) {
-            let out = Arc::new(CompileOutput {
-                seconds: t0.elapsed().as_secs_f64(),
-                ..out
-            });
+            let out = Arc::new(CompileOutput { seconds: t0.elapsed().as_secs_f64(), ..out });
             self.memory.lock().unwrap().insert(key, out.clone());
             return Ok((out, false));
         }
         let out = match self.nvrtc(name, source, ImageKind::Cubin) {
             Ok(out) => out,
             // an NVRTC that cannot emit this architecture's machine code: PTX for the driver
-            Err(Error::Compile { log, .. })
-                if log.contains("invalid value for --gpu-architecture") =>
-            {
+            Err(Error::Compile { log, .. }) if log.contains("invalid value for --gpu-architecture") => {
                 self.nvrtc(name, source, ImageKind::Ptx)?
             }
             Err(e) => return Err(e),
         };
         self.compilations.fetch_add(1, Ordering::Relaxed);
-        let out = Arc::new(CompileOutput {
-            seconds: t0.elapsed().as_secs_f64(),
-            ..out
-        });
+        let out = Arc::new(CompileOutput { seconds: t0.elapsed().as_secs_f64(), ..out });
         self.write_disk(&key, &out);
         self.memory.lock().unwrap().insert(key, out.clone());
         Ok((out, true))
@@ -171,13 +150,10 @@ impl Compiler {
             kernel: name.to_string(),
             log: format!("{what}: {e:?}"),
         };
-        let src = CString::new(source).map_err(|_| Error::Compile {
-            kernel: name.into(),
-            log: "source contains a NUL byte".into(),
-        })?;
+        let src = CString::new(source)
+            .map_err(|_| Error::Compile { kernel: name.into(), log: "source contains a NUL byte".into() })?;
         let file = CString::new(format!("{name}.cu")).expect("no NUL in a kernel name");
-        let prog =
-            nvrtc::create_program(&src, Some(&file)).map_err(|e| err("nvrtcCreateProgram", e))?;
+        let prog = nvrtc::create_program(&src, Some(&file)).map_err(|e| err("nvrtcCreateProgram", e))?;
         struct Program(sys::nvrtcProgram);
         impl Drop for Program {
             fn drop(&mut self) {
@@ -190,32 +166,19 @@ impl Compiler {
         // SAFETY: `prog` is a live program.
         let compiled = unsafe { nvrtc::compile_program(prog.0, &options) };
         // SAFETY: as above.
-        let log = unsafe { nvrtc::get_program_log(prog.0) }
-            .map(|l| c_chars_to_string(&l))
-            .unwrap_or_default();
+        let log = unsafe { nvrtc::get_program_log(prog.0) }.map(|l| c_chars_to_string(&l)).unwrap_or_default();
         if compiled.is_err() {
-            return Err(Error::Compile {
-                kernel: name.to_string(),
-                log,
-            });
+            return Err(Error::Compile { kernel: name.to_string(), log });
         }
         let image = match kind {
             // SAFETY: the program compiled.
             ImageKind::Cubin => unsafe { cubin(prog.0) }.map_err(|e| err("nvrtcGetCUBIN", e))?,
             // SAFETY: the program compiled.
-            ImageKind::Ptx => unsafe { nvrtc::get_ptx(prog.0) }
-                .map_err(|e| err("nvrtcGetPTX", e))?
-                .iter()
-                .map(|&c| c as u8)
-                .collect(),
+            ImageKind::Ptx => {
+                unsafe { nvrtc::get_ptx(prog.0) }.map_err(|e| err("nvrtcGetPTX", e))?.iter().map(|&c| c as u8).collect()
+            }
         };
-        Ok(CompileOutput {
-            image,
-            kind,
-            log: log.trim().to_string(),
-            from_disk_cache: false,
-            seconds: 0.0,
-        })
+        Ok(CompileOutput { image, kind, log: log.trim().to_string(), from_disk_cache: false, seconds: 0.0 })
     }
 
     fn cache_key(&self, source: &str, kind: ImageKind) -> String {
@@ -271,18 +234,12 @@ unsafe fn cubin(prog: sys::nvrtcProgram) -> Result<Vec<u8>, nvrtc::NvrtcError> {
 }
 
 fn c_chars_to_string(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
+    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
-    bytes.iter().fold(seed, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    bytes.iter().fold(seed, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// `ET_CACHE_DIR`, else `$XDG_CACHE_HOME/et`, else `$HOME/.cache/et`; `None` when it

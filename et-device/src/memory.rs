@@ -15,25 +15,14 @@ pub struct CudaTensor<T: Element> {
 
 impl<T: Element> std::fmt::Debug for CudaTensor<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "CudaTensor<{}>{:?} @ {:#x}",
-            T::DTYPE,
-            self.shape,
-            self.addr
-        )
+        write!(f, "CudaTensor<{}>{:?} @ {:#x}", T::DTYPE, self.shape, self.addr)
     }
 }
 
 impl<T: Element> CudaTensor<T> {
     pub(crate) fn new(bytes: CudaSlice<u8>, shape: &[usize]) -> Self {
         let addr = bytes.device_ptr(bytes.stream()).0;
-        CudaTensor {
-            addr,
-            bytes,
-            shape: shape.to_vec(),
-            _elem: PhantomData,
-        }
+        CudaTensor { addr, bytes, shape: shape.to_vec(), _elem: PhantomData }
     }
 
     /// The extents.
@@ -69,12 +58,6 @@ pub(crate) fn from_bytes<T: Element>(b: &[u8]) -> Vec<T> {
     let n = b.len() / std::mem::size_of::<T>();
     let mut out = vec![T::default(); n];
     // SAFETY: `out` holds exactly `b.len()` bytes and every bit pattern is a valid scalar.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            b.as_ptr(),
-            out.as_mut_ptr() as *mut u8,
-            n * std::mem::size_of::<T>(),
-        )
-    };
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), out.as_mut_ptr() as *mut u8, n * std::mem::size_of::<T>()) };
     out
 }

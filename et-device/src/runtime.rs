@@ -35,6 +35,7 @@ pub(crate) struct Runtime {
     pub abort_flag: u64,
     pub error: u64,
     pub trace: u64,
+    pub host_status: u64,
     pub watchdog_ns: u64,
     pub epoch: u32,
     pub n_tasks: u32,
@@ -48,10 +49,7 @@ pub(crate) struct Runtime {
 pub(crate) fn kernel_args(args: &[RawTensor], dims: &[i64]) -> Vec<u64> {
     let mut words = Vec::with_capacity(args.len() * 9 + dims.len().max(1));
     for a in args.iter() {
-        let mut t = TensorArg {
-            ptr: a.addr,
-            ..Default::default()
-        };
+        let mut t = TensorArg { ptr: a.addr, ..Default::default() };
         for (d, (&s, &st)) in a.shape.iter().zip(&a.strides).enumerate() {
             t.shape[d] = s;
             t.stride[d] = st;
@@ -73,6 +71,8 @@ pub(crate) fn kernel_args(args: &[RawTensor], dims: &[i64]) -> Vec<u64> {
 /// Device buffers for one resolved graph under one schedule and grid: the tables the
 /// kernel reads, its counters, and the epoch that makes a counter reset unnecessary.
 pub(crate) struct GraphState {
+    /// The resolved graph this state was built for (reused while shapes and data match).
+    pub resolved: Resolved<'static>,
     pub schedule: ScheduleKind,
     pub n_tasks: u32,
     pub n_seeds: u32,
@@ -104,11 +104,12 @@ fn ptr<T>(s: &CudaSlice<T>) -> u64 {
 impl GraphState {
     pub fn new(
         stream: &Arc<CudaStream>,
-        r: &Resolved<'_>,
+        resolved: Resolved<'static>,
         schedule: ScheduleKind,
         grid: usize,
         placement: Placement,
     ) -> Result<Self, DriverError> {
+        let r = &resolved;
         let (offsets, tasks) = match schedule {
             ScheduleKind::Static => {
                 let s = StaticSchedule::build(r, grid, placement);
@@ -146,7 +147,6 @@ impl GraphState {
             stream.alloc_zeros::<u32>(8)?,
         ];
         Ok(GraphState {
-            schedule,
             n_tasks: r.n_tasks,
             n_seeds: plan.seeds.len() as u32,
             n_groups: r.groups.len() as i32,
@@ -157,11 +157,9 @@ impl GraphState {
             tables,
             event_offset: upload(stream, &event_offset)?,
             group_domain: upload(stream, &group_domain)?,
+            resolved,
+            schedule,
         })
-    }
-
-    pub fn abort_flag(&self) -> &CudaSlice<u32> {
-        &self.tables[8]
     }
 
     pub fn error_record(&self) -> &CudaSlice<u32> {
@@ -172,7 +170,7 @@ impl GraphState {
         &mut self.tables[8]
     }
 
-    pub fn runtime(&self, watchdog_ns: u64, trace: bool) -> Runtime {
+    pub fn runtime(&self, watchdog_ns: u64, trace: bool, host_status: u64) -> Runtime {
         let t = &self.tables;
         Runtime {
             counters: ptr(&self.counters),
@@ -190,6 +188,7 @@ impl GraphState {
             abort_flag: ptr(&t[8]),
             error: ptr(&t[9]),
             trace: if trace { ptr(&self.trace) } else { 0 },
+            host_status,
             watchdog_ns,
             epoch: self.epoch,
             n_tasks: self.n_tasks,

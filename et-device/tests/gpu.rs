@@ -8,10 +8,7 @@ use et_core::prelude::*;
 use et_core::{Error, relative_error};
 use et_device::Cuda;
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
-use ui_tests::{
-    chain_dynamic, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split,
-    static_dims_counts,
-};
+use ui_tests::{chain_dynamic, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split, static_dims_counts};
 
 fn gpu() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
@@ -35,10 +32,7 @@ fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation() {
     unsafe { std::env::set_var("ET_CACHE_DIR", &cache) };
     let gpu = gpu();
     let mut compilations = 0;
-    for (seed, (mt, nt)) in [(1usize, 1usize), (4, 3), (16, 16), (33, 5)]
-        .into_iter()
-        .enumerate()
-    {
+    for (seed, (mt, nt)) in [(1usize, 1usize), (4, 3), (16, 16), (33, 5)].into_iter().enumerate() {
         let (m, n, k) = (mt * TILE, nt * TILE, SPLITS * K_SLICE);
         let a = Tensor::<bf16>::random(&[m, k], 100 + seed as u64);
         let b = Tensor::<bf16>::random(&[k, n], 200 + seed as u64);
@@ -47,19 +41,11 @@ fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation() {
             let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
             let mut part = gpu.poisoned::<f32>(&[m * SPLITS, n]).unwrap();
             let mut c = gpu.poisoned::<bf16>(&[m, n]).unwrap();
-            let opts = LaunchOptions {
-                schedule: Some(schedule),
-                trace: None,
-                ..Default::default()
-            };
-            let report =
-                splitk_gemm::launch_with(&gpu, &opts, &da, &db, &mut part, &mut c).unwrap();
+            let opts = LaunchOptions { schedule: Some(schedule), trace: None, ..Default::default() };
+            let report = splitk_gemm::launch_with(&gpu, &opts, &da, &db, &mut part, &mut c).unwrap();
             compilations += report.compiled as usize;
             let err = relative_error(&gpu.download(&c).unwrap(), &want);
-            assert!(
-                err < 1e-2,
-                "{mt}x{nt} tiles, {schedule:?}: relative error {err}"
-            );
+            assert!(err < 1e-2, "{mt}x{nt} tiles, {schedule:?}: relative error {err}");
         }
     }
     assert_eq!(compilations, 1, "one kernel for every size");
@@ -114,33 +100,21 @@ fn watchdog_names_the_stuck_wait_and_the_context_survives() {
     use ui_tests::moe_routing::moe_gather;
     let gpu = gpu();
     let routes: Vec<u32> = (0..32).map(|i| (i % 4) as u32).collect();
-    let topk = gpu
-        .upload(&Tensor::from_vec(&[16, 2], routes).unwrap())
-        .unwrap();
+    let topk = gpu.upload(&Tensor::from_vec(&[16, 2], routes).unwrap()).unwrap();
     let x = gpu.upload(&Tensor::<f32>::random(&[16, 8], 1)).unwrap();
     let mut slots = gpu.poisoned::<f32>(&[32, 8]).unwrap();
     let mut y = gpu.poisoned::<f32>(&[4, 8]).unwrap();
     // expert 2 expects 9 tokens, 8 come
-    let bad = gpu
-        .upload(&Tensor::from_vec(&[4], vec![8u32, 8, 9, 8]).unwrap())
-        .unwrap();
+    let bad = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 9, 8]).unwrap()).unwrap();
     let t0 = Instant::now();
     let err = moe_gather::launch(&gpu, &topk, &bad, &x, &mut slots, &mut y).unwrap_err();
-    assert!(
-        t0.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        t0.elapsed()
-    );
-    let Error::Watchdog { wait, .. } = &err else {
-        panic!("expected the watchdog, got {err}")
-    };
+    assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
+    let Error::Watchdog { wait, .. } = &err else { panic!("expected the watchdog, got {err}") };
     assert_eq!(wait.task, "expert[2]", "{err}");
     assert_eq!(wait.element, "arrived[2]", "{err}");
     assert_eq!((wait.value, wait.expected), (8, 9), "{err}");
     // the next launch works
-    let good = gpu
-        .upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap())
-        .unwrap();
+    let good = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap()).unwrap();
     moe_gather::launch(&gpu, &topk, &good, &x, &mut slots, &mut y).unwrap();
     moe_routing::check(&gpu, 4, 7, None);
 }
@@ -155,13 +129,9 @@ fn trace_is_valid_json_with_every_task() {
     let mut part = gpu.poisoned::<f32>(&[m * SPLITS, n]).unwrap();
     let mut c = gpu.poisoned::<bf16>(&[m, n]).unwrap();
     let path = std::env::temp_dir().join(format!("et-gpu-trace-{}.json", std::process::id()));
-    let opts = LaunchOptions {
-        trace: Some(path.clone()),
-        ..Default::default()
-    };
+    let opts = LaunchOptions { trace: Some(path.clone()), ..Default::default() };
     let report = splitk_gemm::launch_with(&gpu, &opts, &a, &b, &mut part, &mut c).unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let events = json["traceEvents"].as_array().unwrap();
     let tasks: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
     assert_eq!(tasks.len(), report.tasks as usize);
@@ -177,8 +147,6 @@ fn wrong_shapes_are_errors_on_the_gpu_too() {
     let a = gpu.upload(&Tensor::<f32>::zeros(&[64, 128])).unwrap();
     let mut part = gpu.upload(&Tensor::<f32>::zeros(&[64, 4])).unwrap();
     let mut c = gpu.upload(&Tensor::<f32>::zeros(&[65])).unwrap();
-    let err = split_row_sum::launch(&gpu, &a, &mut part, &mut c)
-        .unwrap_err()
-        .to_string();
+    let err = split_row_sum::launch(&gpu, &a, &mut part, &mut c).unwrap_err().to_string();
     assert!(err.contains("tensor `c` dimension 0 is 65"), "{err}");
 }

@@ -10,45 +10,24 @@ use ui_tests as _;
 fn every_registered_kernel_compiles_to_sm90_cubin() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
     let kernels = et_core::registered_kernels();
-    assert!(
-        kernels.len() >= 8,
-        "expected the splitk and ui kernels, found {}",
-        kernels.len()
-    );
+    assert!(kernels.len() >= 8, "expected the splitk and ui kernels, found {}", kernels.len());
     let mut failures = Vec::new();
     for k in &kernels {
         match compiler.compile_source(k.name(), &k.cuda_source()) {
             Ok((out, _)) => {
-                assert_eq!(
-                    out.kind,
-                    et_device::compile::ImageKind::Cubin,
-                    "{}",
-                    k.name()
-                );
-                assert!(
-                    out.image.starts_with(b"\x7fELF"),
-                    "{}: not an ELF cubin",
-                    k.name()
-                );
+                assert_eq!(out.kind, et_device::compile::ImageKind::Cubin, "{}", k.name());
+                assert!(out.image.starts_with(b"\x7fELF"), "{}: not an ELF cubin", k.name());
                 println!(
                     "{:<24} {:>8} bytes{}",
                     k.name(),
                     out.image.len(),
-                    if out.log.is_empty() {
-                        String::new()
-                    } else {
-                        format!("  log: {}", out.log)
-                    }
+                    if out.log.is_empty() { String::new() } else { format!("  log: {}", out.log) }
                 );
             }
             Err(e) => failures.push(format!("{}: {e}", k.name())),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "kernels that failed to compile:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "kernels that failed to compile:\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -60,10 +39,7 @@ fn nvrtc_errors_name_the_users_file_and_line() {
         "{}\n#line 42 \"my_model/src/layer.rs\"\n__device__ void f() {{ undefined_op(); }}\n",
         et_core::CUDA_PRELUDE
     );
-    let err = compiler
-        .compile_source("broken", &src)
-        .unwrap_err()
-        .to_string();
+    let err = compiler.compile_source("broken", &src).unwrap_err().to_string();
     assert!(err.contains("my_model/src/layer.rs(42)"), "{err}");
     assert!(err.contains("undefined_op"), "{err}");
 }
@@ -74,19 +50,13 @@ fn the_disk_cache_serves_a_second_compiler() {
     let dir = std::env::temp_dir().join(format!("et-cache-test-{}", std::process::id()));
     // SAFETY: single-threaded at this point of the test; only this test reads it.
     unsafe { std::env::set_var("ET_CACHE_DIR", &dir) };
-    let src = format!(
-        "{}\nextern \"C\" __global__ void k() {{}}\n",
-        et_core::CUDA_PRELUDE
-    );
+    let src = format!("{}\nextern \"C\" __global__ void k() {{}}\n", et_core::CUDA_PRELUDE);
     let first = et_device::Compiler::new("sm_90a").unwrap();
     let (a, compiled) = first.compile_source("cache_probe", &src).unwrap();
     assert!(compiled && !a.from_disk_cache);
     let second = et_device::Compiler::new("sm_90a").unwrap();
     let (b, compiled) = second.compile_source("cache_probe", &src).unwrap();
-    assert!(
-        !compiled && b.from_disk_cache,
-        "second compiler should load from {dir:?}"
-    );
+    assert!(!compiled && b.from_disk_cache, "second compiler should load from {dir:?}");
     assert_eq!(a.image, b.image);
     assert_eq!(second.compilations(), 0);
     std::fs::remove_dir_all(&dir).ok();

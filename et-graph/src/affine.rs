@@ -26,18 +26,12 @@ pub struct Affine {
 impl Affine {
     /// The constant `c`.
     pub const fn constant(c: i64) -> Affine {
-        Affine {
-            constant: c,
-            terms: Cow::Borrowed(&[]),
-        }
+        Affine { constant: c, terms: Cow::Borrowed(&[]) }
     }
 
     /// A single term with coefficient 1.
     pub fn term(t: Term) -> Affine {
-        Affine {
-            constant: 0,
-            terms: Cow::Owned(vec![(t, 1)]),
-        }
+        Affine { constant: 0, terms: Cow::Owned(vec![(t, 1)]) }
     }
 
     /// Builds a normalised expression from unsorted, possibly repeated terms.
@@ -51,10 +45,7 @@ impl Affine {
         }
         v.retain(|(_, c)| *c != 0);
         v.sort();
-        Affine {
-            constant,
-            terms: Cow::Owned(v),
-        }
+        Affine { constant, terms: Cow::Owned(v) }
     }
 
     /// The constant value, if the expression has no terms.
@@ -69,10 +60,7 @@ impl Affine {
 
     /// `self + other`.
     pub fn add(&self, other: &Affine) -> Affine {
-        Affine::from_terms(
-            self.constant + other.constant,
-            self.terms.iter().chain(other.terms.iter()).copied(),
-        )
+        Affine::from_terms(self.constant + other.constant, self.terms.iter().chain(other.terms.iter()).copied())
     }
 
     /// `self - other`.
@@ -82,10 +70,7 @@ impl Affine {
 
     /// `k · self`.
     pub fn scale(&self, k: i64) -> Affine {
-        Affine::from_terms(
-            self.constant * k,
-            self.terms.iter().map(|&(t, c)| (t, c * k)),
-        )
+        Affine::from_terms(self.constant * k, self.terms.iter().map(|&(t, c)| (t, c * k)))
     }
 
     /// Evaluates with concrete tile indices and dims.
@@ -100,13 +85,8 @@ impl Affine {
 
     /// Replaces every tile index `v` by `with(v)` (an affine expression of dims).
     pub fn substitute_vars(&self, with: impl Fn(u16, i64) -> Affine) -> Affine {
-        let mut out = Affine::from_terms(
-            self.constant,
-            self.terms
-                .iter()
-                .filter(|(t, _)| matches!(t, Term::Dim(_)))
-                .copied(),
-        );
+        let mut out =
+            Affine::from_terms(self.constant, self.terms.iter().filter(|(t, _)| matches!(t, Term::Dim(_))).copied());
         for &(t, c) in self.terms.iter() {
             if let Term::Var(v) = t {
                 out = out.add(&with(v, c));
@@ -135,22 +115,14 @@ impl Affine {
     /// dims. Each domain extent is assumed to be at least 1.
     pub fn max_over(&self, domain: &[Affine]) -> Affine {
         self.substitute_vars(|v, c| {
-            if c > 0 {
-                domain[v as usize].sub(&Affine::constant(1)).scale(c)
-            } else {
-                Affine::constant(0)
-            }
+            if c > 0 { domain[v as usize].sub(&Affine::constant(1)).scale(c) } else { Affine::constant(0) }
         })
     }
 
     /// The smallest value over a tile domain, as an expression of dims.
     pub fn min_over(&self, domain: &[Affine]) -> Affine {
         self.substitute_vars(|v, c| {
-            if c < 0 {
-                domain[v as usize].sub(&Affine::constant(1)).scale(c)
-            } else {
-                Affine::constant(0)
-            }
+            if c < 0 { domain[v as usize].sub(&Affine::constant(1)).scale(c) } else { Affine::constant(0) }
         })
     }
 
@@ -185,24 +157,12 @@ impl Affine {
                 }
             }
         }
-        if min >= 0 && !unbounded && !e.has_vars() {
-            Ok(())
-        } else {
-            Err(witness)
-        }
+        if min >= 0 && !unbounded && !e.has_vars() { Ok(()) } else { Err(witness) }
     }
 
     /// Formats with the given names for tile indices and dims.
-    pub fn display<'a>(
-        &'a self,
-        vars: &'a [&'a str],
-        dims: &'a [&'a str],
-    ) -> impl fmt::Display + 'a {
-        DisplayAffine {
-            e: self,
-            vars,
-            dims,
-        }
+    pub fn display<'a>(&'a self, vars: &'a [&'a str], dims: &'a [&'a str]) -> impl fmt::Display + 'a {
+        DisplayAffine { e: self, vars, dims }
     }
 }
 
@@ -248,27 +208,15 @@ mod tests {
 
     fn dims() -> Vec<DimSpec> {
         vec![
-            DimSpec {
-                name: "R".into(),
-                kind: DimKind::Symbolic { max: None },
-            },
-            DimSpec {
-                name: "H".into(),
-                kind: DimKind::Static(64),
-            },
-            DimSpec {
-                name: "B".into(),
-                kind: DimKind::Symbolic { max: Some(8) },
-            },
+            DimSpec { name: "R".into(), kind: DimKind::Symbolic { max: None } },
+            DimSpec { name: "H".into(), kind: DimKind::Static(64) },
+            DimSpec { name: "B".into(), kind: DimKind::Symbolic { max: Some(8) } },
         ]
     }
 
     #[test]
     fn normalises_and_evaluates() {
-        let e = Affine::from_terms(
-            3,
-            [(Term::Var(0), 2), (Term::Dim(0), 1), (Term::Var(0), -2)],
-        );
+        let e = Affine::from_terms(3, [(Term::Var(0), 2), (Term::Dim(0), 1), (Term::Var(0), -2)]);
         assert_eq!(e.terms.len(), 1);
         assert_eq!(e.eval(&[5], &[7, 0, 0]), 10);
     }

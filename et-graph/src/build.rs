@@ -40,10 +40,7 @@ pub fn lit(c: i64) -> Affine {
 
 /// An access to `event` at `index`.
 pub fn at(event: u16, index: Vec<Index>) -> EventAccess {
-    EventAccess {
-        event,
-        index: Cow::Owned(index),
-    }
+    EventAccess { event, index: Cow::Owned(index) }
 }
 
 /// A single-coordinate index.
@@ -53,29 +50,17 @@ pub fn point(a: Affine) -> Index {
 
 /// An unbounded symbolic dim.
 pub fn symbolic(name: &'static str) -> DimSpec {
-    DimSpec {
-        name: name.into(),
-        kind: DimKind::Symbolic { max: None },
-    }
+    DimSpec { name: name.into(), kind: DimKind::Symbolic { max: None } }
 }
 
 /// A tensor parameter.
 pub fn tensor(name: &'static str, dtype: DType, shape: Vec<Affine>, access: Access) -> TensorSpec {
-    TensorSpec {
-        name: name.into(),
-        dtype,
-        shape: Cow::Owned(shape),
-        access,
-    }
+    TensorSpec { name: name.into(), dtype, shape: Cow::Owned(shape), access }
 }
 
 /// An event tensor.
 pub fn event(name: &'static str, shape: Vec<Affine>, count: Count) -> EventSpec {
-    EventSpec {
-        name: name.into(),
-        shape: Cow::Owned(shape),
-        count,
-    }
+    EventSpec { name: name.into(), shape: Cow::Owned(shape), count }
 }
 
 /// A tile group with no tile accesses and cost 1.

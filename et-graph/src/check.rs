@@ -66,11 +66,7 @@ pub struct Diagnostic {
 }
 
 fn diag(location: Location, message: String) -> Diagnostic {
-    Diagnostic {
-        location,
-        message,
-        help: None,
-    }
+    Diagnostic { location, message, help: None }
 }
 
 /// Runs every rule; returns all violations found (empty when the graph is sound).
@@ -97,9 +93,7 @@ struct Names<'a> {
 
 impl<'a> Names<'a> {
     fn new(spec: &'a GraphSpec) -> Self {
-        Names {
-            dims: spec.dims.iter().map(|d| &*d.name).collect(),
-        }
+        Names { dims: spec.dims.iter().map(|d| &*d.name).collect() }
     }
 
     fn show(&self, e: &Affine, vars: &[&str]) -> String {
@@ -113,27 +107,14 @@ fn group_vars(spec: &GraphSpec, g: usize) -> Vec<&str> {
 
 fn each_access(spec: &GraphSpec) -> impl Iterator<Item = (usize, AccessKind, usize, &EventAccess)> {
     spec.groups.iter().enumerate().flat_map(|(g, group)| {
-        let w = group
-            .waits
-            .iter()
-            .enumerate()
-            .map(move |(k, a)| (g, AccessKind::Wait, k, a));
-        let s = group
-            .signals
-            .iter()
-            .enumerate()
-            .map(move |(k, a)| (g, AccessKind::Signal, k, a));
+        let w = group.waits.iter().enumerate().map(move |(k, a)| (g, AccessKind::Wait, k, a));
+        let s = group.signals.iter().enumerate().map(move |(k, a)| (g, AccessKind::Signal, k, a));
         w.chain(s)
     })
 }
 
 fn access_at(g: usize, kind: AccessKind, k: usize, coord: Option<usize>) -> Location {
-    Location::Access {
-        group: g as u16,
-        kind,
-        access: k as u16,
-        coord: coord.map(|c| c as u16),
-    }
+    Location::Access { group: g as u16, kind, access: k as u16, coord: coord.map(|c| c as u16) }
 }
 
 /// Rule: every event access, data-dependent index and tile has the rank of what it indexes.
@@ -173,11 +154,7 @@ pub fn check_ranks(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     for (g, group) in spec.groups.iter().enumerate() {
         for (k, tile) in group.tiles.iter().enumerate() {
             let t = &spec.tensors[tile.tensor as usize];
-            let loc = Location::Tile {
-                group: g as u16,
-                tile: k as u16,
-                coord: None,
-            };
+            let loc = Location::Tile { group: g as u16, tile: k as u16, coord: None };
             if tile.index.len() != t.shape.len() || tile.size.len() != t.shape.len() {
                 out.push(diag(
                     loc,
@@ -208,8 +185,12 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     let integer_input = |t: u16| {
         let ts = &spec.tensors[t as usize];
         (ts.dtype.is_integer() && ts.access == Access::Read).then_some(()).ok_or_else(|| {
-            format!("`{}` is `{}Tensor<{}, ..>`, but an index or count tensor must be `&Tensor<i32 | u32, ..>`",
-                ts.name, if ts.access == Access::Write { "&mut " } else { "&" }, ts.dtype)
+            format!(
+                "`{}` is `{}Tensor<{}, ..>`, but an index or count tensor must be `&Tensor<i32 | u32, ..>`",
+                ts.name,
+                if ts.access == Access::Write { "&mut " } else { "&" },
+                ts.dtype
+            )
         })
     };
     for (g, kind, k, acc) in each_access(spec) {
@@ -221,11 +202,11 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             if !matches!(ev.count, Count::Dynamic { .. }) {
                 out.push(Diagnostic {
                     location: access_at(g, kind, k, Some(c)),
-                    message: format!(
-                        "data-dependent index on event `{}`, whose trigger count is not `dyn`",
-                        ev.name
+                    message: format!("data-dependent index on event `{}`, whose trigger count is not `dyn`", ev.name),
+                    help: Some(
+                        "declare it as `event!([..], count = dyn(counts))` so that its counts are set at run time"
+                            .to_string(),
                     ),
-                    help: Some("declare it as `event!([..], count = dyn(counts))` so that its counts are set at run time".to_string()),
                 });
             }
             if let Err(m) = integer_input(*tensor) {
@@ -243,18 +224,14 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             continue;
         }
         let ts = &spec.tensors[tensor as usize];
-        let same =
-            ts.shape.len() == ev.shape.len()
-                && ts.shape.iter().zip(ev.shape.iter()).all(|(a, b)| {
-                    a.substitute_static(&spec.dims) == b.substitute_static(&spec.dims)
-                });
+        let same = ts.shape.len() == ev.shape.len()
+            && ts
+                .shape
+                .iter()
+                .zip(ev.shape.iter())
+                .all(|(a, b)| a.substitute_static(&spec.dims) == b.substitute_static(&spec.dims));
         if !same {
-            let show = |s: &[Affine]| {
-                s.iter()
-                    .map(|x| names.show(x, &[]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
+            let show = |s: &[Affine]| s.iter().map(|x| names.show(x, &[])).collect::<Vec<_>>().join(", ");
             out.push(diag(
                 loc,
                 format!(
@@ -287,29 +264,21 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     let mut empty_ranges = Vec::new();
     // `0 <= lo` and `hi_excl <= extent` over the domain of group g; `shown` is the
     // expression as the user reads it
-    let mut check_range = |g: usize,
-                           loc: Location,
-                           what: &str,
-                           shown: &str,
-                           lo: &Affine,
-                           hi_excl: &Affine,
-                           extent: &Affine| {
-        let group = &spec.groups[g];
-        if let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) {
-            out.push(Diagnostic {
-                location: loc,
-                message: format!(
-                    "{what} can be negative: `{shown}` reaches `{}` over the domain of `{}`",
-                    names.show(&lo.min_over(&group.domain), &[]),
-                    group.name
-                ),
-                help: witness(w),
-            });
-        } else if let Err(w) = extent
-            .sub(&hi_excl.max_over(&group.domain))
-            .prove_nonnegative(&spec.dims)
-        {
-            out.push(Diagnostic {
+    let mut check_range =
+        |g: usize, loc: Location, what: &str, shown: &str, lo: &Affine, hi_excl: &Affine, extent: &Affine| {
+            let group = &spec.groups[g];
+            if let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) {
+                out.push(Diagnostic {
+                    location: loc,
+                    message: format!(
+                        "{what} can be negative: `{shown}` reaches `{}` over the domain of `{}`",
+                        names.show(&lo.min_over(&group.domain), &[]),
+                        group.name
+                    ),
+                    help: witness(w),
+                });
+            } else if let Err(w) = extent.sub(&hi_excl.max_over(&group.domain)).prove_nonnegative(&spec.dims) {
+                out.push(Diagnostic {
                 location: loc,
                 message: format!(
                     "{what} is out of bounds: `{shown}` reaches `{}` over the domain of `{}`, but the extent is `{}`",
@@ -319,8 +288,8 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 ),
                 help: witness(w),
             });
-        }
-    };
+            }
+        };
     for (g, kind, k, acc) in each_access(spec) {
         let ev = &spec.events[acc.event as usize];
         let one = Affine::constant(1);
@@ -329,18 +298,9 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             let vars = group_vars(spec, g);
             let what = format!("index {c} of event `{}`", ev.name);
             match ix {
-                Index::At(a) => check_range(
-                    g,
-                    loc,
-                    &what,
-                    &names.show(a, &vars),
-                    a,
-                    &a.add(&one),
-                    &ev.shape[c],
-                ),
+                Index::At(a) => check_range(g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &ev.shape[c]),
                 Index::Range { start, end } => {
-                    let shown =
-                        format!("{} .. {}", names.show(start, &vars), names.show(end, &vars));
+                    let shown = format!("{} .. {}", names.show(start, &vars), names.show(end, &vars));
                     check_range(
                         g,
                         loc,
@@ -359,16 +319,8 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                         end,
                         &ev.shape[c],
                     );
-                    if end
-                        .sub(start)
-                        .min_over(&spec.groups[g].domain)
-                        .prove_nonnegative(&spec.dims)
-                        .is_err()
-                    {
-                        empty_ranges.push(diag(
-                            loc,
-                            format!("range of {what} can end before it starts"),
-                        ));
+                    if end.sub(start).min_over(&spec.groups[g].domain).prove_nonnegative(&spec.dims).is_err() {
+                        empty_ranges.push(diag(loc, format!("range of {what} can end before it starts")));
                     }
                 }
                 Index::All => {}
@@ -376,15 +328,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     let t = &spec.tensors[*tensor as usize];
                     for (d, a) in at.iter().enumerate() {
                         let what = format!("index {d} of tensor `{}`", t.name);
-                        check_range(
-                            g,
-                            loc,
-                            &what,
-                            &names.show(a, &vars),
-                            a,
-                            &a.add(&one),
-                            &t.shape[d],
-                        );
+                        check_range(g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &t.shape[d]);
                     }
                 }
             }
@@ -394,11 +338,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         for (k, tile) in group.tiles.iter().enumerate() {
             let t = &spec.tensors[tile.tensor as usize];
             for (d, (ix, &size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
-                let loc = Location::Tile {
-                    group: g as u16,
-                    tile: k as u16,
-                    coord: Some(d as u16),
-                };
+                let loc = Location::Tile { group: g as u16, tile: k as u16, coord: Some(d as u16) };
                 let start = ix.scale(size);
                 let vars = group_vars(spec, g);
                 let what = format!("the tile of `{}` in dimension {d}", t.name);
@@ -408,21 +348,10 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     names.show(&start.add(&Affine::constant(size)), &vars)
                 );
                 if size <= 0 {
-                    empty_ranges.push(diag(
-                        loc,
-                        format!("tile extent {size} in dimension {d} must be positive"),
-                    ));
+                    empty_ranges.push(diag(loc, format!("tile extent {size} in dimension {d} must be positive")));
                     continue;
                 }
-                check_range(
-                    g,
-                    loc,
-                    &what,
-                    &shown,
-                    &start,
-                    &start.add(&Affine::constant(size)),
-                    &t.shape[d],
-                );
+                check_range(g, loc, &what, &shown, &start, &start.add(&Affine::constant(size)), &t.shape[d]);
             }
         }
     }
@@ -431,11 +360,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
 
 /// Rule: every symbolic dim can be solved from the tensor shapes at launch.
 pub fn check_dims_determined(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
-    let mut known: Vec<bool> = spec
-        .dims
-        .iter()
-        .map(|d| matches!(d.kind, DimKind::Static(_)))
-        .collect();
+    let mut known: Vec<bool> = spec.dims.iter().map(|d| matches!(d.kind, DimKind::Static(_))).collect();
     let mut progress = true;
     while progress {
         progress = false;
@@ -460,8 +385,13 @@ pub fn check_dims_determined(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         if !k {
             out.push(Diagnostic {
                 location: Location::Dim(d as u16),
-                message: format!("symbolic dim `{}` is not determined by any tensor parameter's shape", spec.dims[d].name),
-                help: Some("use it in a parameter's shape (e.g. `[B * 4, 128]`), or give it a value with `dims(..)`".into()),
+                message: format!(
+                    "symbolic dim `{}` is not determined by any tensor parameter's shape",
+                    spec.dims[d].name
+                ),
+                help: Some(
+                    "use it in a parameter's shape (e.g. `[B * 4, 128]`), or give it a value with `dims(..)`".into(),
+                ),
             });
         }
     }
@@ -476,10 +406,7 @@ pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     for (c, group) in spec.groups.iter().enumerate() {
         for (k, w) in group.waits.iter().enumerate() {
             for (p, producer) in spec.groups.iter().enumerate() {
-                if p != c
-                    && producer.signals.iter().any(|s| s.event == w.event)
-                    && edge[p][c].is_none()
-                {
+                if p != c && producer.signals.iter().any(|s| s.event == w.event) && edge[p][c].is_none() {
                     edge[p][c] = Some((k, w.event));
                 }
             }
@@ -521,10 +448,7 @@ pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         let mut found = None;
         dfs(s, &edge, &mut state, &mut stack, &mut found);
         if let Some(cycle) = found {
-            let mut names: Vec<String> = cycle
-                .iter()
-                .map(|&g| format!("`{}`", spec.groups[g].name))
-                .collect();
+            let mut names: Vec<String> = cycle.iter().map(|&g| format!("`{}`", spec.groups[g].name)).collect();
             names.push(names[0].clone());
             let (first, second) = (cycle[0], cycle[1 % cycle.len()]);
             let (k, ev) = edge[first][second].unwrap();
@@ -552,17 +476,7 @@ pub fn sample_dims(spec: &GraphSpec) -> Vec<Vec<i64>> {
             DimKind::Static(_) => None,
         })
         .collect();
-    let base: Vec<i64> = spec
-        .dims
-        .iter()
-        .map(|d| {
-            if let DimKind::Static(v) = d.kind {
-                v
-            } else {
-                1
-            }
-        })
-        .collect();
+    let base: Vec<i64> = spec.dims.iter().map(|d| if let DimKind::Static(v) = d.kind { v } else { 1 }).collect();
     let mut out: Vec<Vec<i64>> = Vec::new();
     for step in 0..6 {
         let mut dims = base.clone();
@@ -590,31 +504,12 @@ pub fn sample_dims(spec: &GraphSpec) -> Vec<Vec<i64>> {
 pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     const MAX_TASKS: i64 = 1 << 18;
     for dims in sample_dims(spec) {
-        let shapes: Vec<Vec<i64>> = spec
-            .tensors
-            .iter()
-            .map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect())
-            .collect();
-        let tasks: i64 = spec
-            .groups
-            .iter()
-            .map(|g| {
-                g.domain
-                    .iter()
-                    .map(|e| e.eval(&[], &dims).max(0))
-                    .product::<i64>()
-            })
-            .sum();
-        let elements: i64 = spec
-            .events
-            .iter()
-            .map(|e| {
-                e.shape
-                    .iter()
-                    .map(|x| x.eval(&[], &dims).max(0))
-                    .product::<i64>()
-            })
-            .sum();
+        let shapes: Vec<Vec<i64>> =
+            spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect()).collect();
+        let tasks: i64 =
+            spec.groups.iter().map(|g| g.domain.iter().map(|e| e.eval(&[], &dims).max(0)).product::<i64>()).sum();
+        let elements: i64 =
+            spec.events.iter().map(|e| e.shape.iter().map(|x| x.eval(&[], &dims).max(0)).product::<i64>()).sum();
         if tasks > MAX_TASKS || elements > MAX_TASKS * 4 {
             continue;
         }
@@ -662,17 +557,10 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             && let Err(crate::ResolveError::Cycle { tasks }) = r.topological_order()
         {
             let first = tasks.first().cloned().unwrap_or_default();
-            let g = spec
-                .groups
-                .iter()
-                .position(|g| first.starts_with(&*g.name))
-                .unwrap_or(0);
+            let g = spec.groups.iter().position(|g| first.starts_with(&*g.name)).unwrap_or(0);
             out.push(diag(
                 Location::Group(g as u16),
-                format!(
-                    "dependency cycle between tasks: {}{sizes}",
-                    tasks.join(" -> ")
-                ),
+                format!("dependency cycle between tasks: {}{sizes}", tasks.join(" -> ")),
             ));
         }
         if out.len() > before {
@@ -689,11 +577,7 @@ fn describe_sizes(spec: &GraphSpec, dims: &[i64]) -> String {
         .filter(|(d, _)| matches!(d.kind, DimKind::Symbolic { .. }))
         .map(|(d, v)| format!("{} = {v}", d.name))
         .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(" (with {})", parts.join(", "))
-    }
+    if parts.is_empty() { String::new() } else { format!(" (with {})", parts.join(", ")) }
 }
 
 fn wait_touching(r: &Resolved<'_>, task: TaskId, element: u32) -> Option<Location> {
@@ -730,10 +614,7 @@ fn check_self_waits(r: &Resolved<'_>, sizes: &str, out: &mut Vec<Diagnostic>) {
                         r.describe_task(task),
                         r.describe_element(el)
                     ),
-                    help: Some(
-                        "a task's own signals come after its waits, so this wait can never finish"
-                            .into(),
-                    ),
+                    help: Some("a task's own signals come after its waits, so this wait can never finish".into()),
                 });
                 return;
             }

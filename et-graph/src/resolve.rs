@@ -123,28 +123,11 @@ pub enum ResolveError {
 impl fmt::Display for ResolveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ResolveError::Rank {
-                tensor,
-                expected,
-                got,
-            } => {
-                write!(
-                    f,
-                    "tensor `{tensor}` has {got} dimensions, but the megakernel declares {expected}"
-                )
+            ResolveError::Rank { tensor, expected, got } => {
+                write!(f, "tensor `{tensor}` has {got} dimensions, but the megakernel declares {expected}")
             }
-            ResolveError::Shape {
-                tensor,
-                dim,
-                declared,
-                expected,
-                got,
-                because,
-            } => {
-                write!(
-                    f,
-                    "tensor `{tensor}` dimension {dim} is {got}, but the megakernel declares `{declared}`"
-                )?;
+            ResolveError::Shape { tensor, dim, declared, expected, got, because } => {
+                write!(f, "tensor `{tensor}` dimension {dim} is {got}, but the megakernel declares `{declared}`")?;
                 if let Some(e) = expected {
                     write!(f, " = {e}")?;
                 }
@@ -154,15 +137,8 @@ impl fmt::Display for ResolveError {
                 Ok(())
             }
             ResolveError::Dim { dim, message } => write!(f, "dim `{dim}`: {message}"),
-            ResolveError::OutOfBounds {
-                task,
-                event,
-                message,
-            } => {
-                write!(
-                    f,
-                    "task {task}: access to event `{event}` out of bounds: {message}"
-                )
+            ResolveError::OutOfBounds { task, event, message } => {
+                write!(f, "task {task}: access to event `{event}` out of bounds: {message}")
             }
             ResolveError::Count { event, message } => write!(f, "event `{event}`: {message}"),
             ResolveError::Cycle { tasks } => {
@@ -257,9 +233,7 @@ pub enum CountProblemKind {
 impl<'g> Resolved<'g> {
     /// Resolves `spec` for the tensors of one launch.
     pub fn new(spec: &'g GraphSpec, tensors: &dyn LaunchTensors) -> Result<Self, ResolveError> {
-        let shapes: Vec<Vec<i64>> = (0..spec.tensors.len() as u16)
-            .map(|t| tensors.shape(t))
-            .collect();
+        let shapes: Vec<Vec<i64>> = (0..spec.tensors.len() as u16).map(|t| tensors.shape(t)).collect();
         let dims = resolve_dims(spec, &shapes)?;
         let mut index_data = vec![None; spec.tensors.len()];
         for t in data_tensors(spec) {
@@ -275,12 +249,7 @@ impl<'g> Resolved<'g> {
         Ok(r)
     }
 
-    fn layout(
-        spec: &'g GraphSpec,
-        dims: Vec<i64>,
-        shapes: Vec<Vec<i64>>,
-        index_data: Vec<Option<Vec<i64>>>,
-    ) -> Self {
+    fn layout(spec: &'g GraphSpec, dims: Vec<i64>, shapes: Vec<Vec<i64>>, index_data: Vec<Option<Vec<i64>>>) -> Self {
         let mut groups = Vec::new();
         let mut first = 0u32;
         for g in spec.groups.iter() {
@@ -374,12 +343,7 @@ impl<'g> Resolved<'g> {
 
     /// Appends the flat elements that `access` touches for a task with tile indices
     /// `vars` (ranges expanded, data-dependent coordinates read from the snapshot).
-    pub fn access_elements(
-        &self,
-        access: &EventAccess,
-        vars: &[i64],
-        out: &mut Vec<u32>,
-    ) -> Result<(), String> {
+    pub fn access_elements(&self, access: &EventAccess, vars: &[i64], out: &mut Vec<u32>) -> Result<(), String> {
         let layout = &self.events[access.event as usize];
         let mut ranges = Vec::with_capacity(access.index.len());
         for (d, ix) in access.index.iter().enumerate() {
@@ -389,9 +353,7 @@ impl<'g> Resolved<'g> {
                     let v = a.eval(vars, &self.dims);
                     (v, v + 1)
                 }
-                Index::Range { start, end } => {
-                    (start.eval(vars, &self.dims), end.eval(vars, &self.dims))
-                }
+                Index::Range { start, end } => (start.eval(vars, &self.dims), end.eval(vars, &self.dims)),
                 Index::All => (0, extent),
                 Index::Data { tensor, at } => {
                     let v = self.read_index(*tensor, at, vars)?;
@@ -399,9 +361,7 @@ impl<'g> Resolved<'g> {
                 }
             };
             if lo < 0 || hi > extent || (lo >= hi && !matches!(ix, Index::Range { .. })) {
-                return Err(format!(
-                    "coordinate {d} spans {lo}..{hi}, outside 0..{extent}"
-                ));
+                return Err(format!("coordinate {d} spans {lo}..{hi}, outside 0..{extent}"));
             }
             ranges.push((lo, hi));
         }
@@ -411,10 +371,7 @@ impl<'g> Resolved<'g> {
             return Ok(());
         }
         loop {
-            let flat = cur
-                .iter()
-                .zip(&layout.shape)
-                .fold(0i64, |acc, (&c, &s)| acc * s + c);
+            let flat = cur.iter().zip(&layout.shape).fold(0i64, |acc, (&c, &s)| acc * s + c);
             out.push(layout.offset + flat as u32);
             let mut k = cur.len();
             loop {
@@ -436,9 +393,7 @@ impl<'g> Resolved<'g> {
 
     fn read_index(&self, tensor: u16, at: &[Affine], vars: &[i64]) -> Result<i64, String> {
         let shape = &self.shapes[tensor as usize];
-        let data = self.index_data[tensor as usize]
-            .as_ref()
-            .ok_or("index tensor not read")?;
+        let data = self.index_data[tensor as usize].as_ref().ok_or("index tensor not read")?;
         let mut flat = 0i64;
         for (d, a) in at.iter().enumerate() {
             let v = a.eval(vars, &self.dims);
@@ -479,8 +434,7 @@ impl<'g> Resolved<'g> {
                     continue;
                 }
                 buf.clear();
-                self.access_elements(acc, vars, &mut buf)
-                    .map_err(|m| self.oob(task, acc, m))?;
+                self.access_elements(acc, vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
                 for &el in &buf {
                     signals[el as usize] += 1;
                     let p = &mut producers[el as usize];
@@ -495,8 +449,7 @@ impl<'g> Resolved<'g> {
                     continue;
                 }
                 buf.clear();
-                self.access_elements(acc, vars, &mut buf)
-                    .map_err(|m| self.oob(task, acc, m))?;
+                self.access_elements(acc, vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
                 mine.extend_from_slice(&buf);
             }
             mine.sort_unstable();
@@ -531,13 +484,8 @@ impl<'g> Resolved<'g> {
             let range = layout.offset as usize..(layout.offset + layout.len) as usize;
             match &ev.count {
                 Count::Dynamic { tensor } if !self.analysis => {
-                    let err = |message: String| ResolveError::Count {
-                        event: ev.name.to_string(),
-                        message,
-                    };
-                    let data = self.index_data[*tensor as usize]
-                        .as_ref()
-                        .expect("count tensor read");
+                    let err = |message: String| ResolveError::Count { event: ev.name.to_string(), message };
+                    let data = self.index_data[*tensor as usize].as_ref().expect("count tensor read");
                     if data.len() != layout.len as usize {
                         return Err(err(format!(
                             "the count tensor `{}` has {} elements, the event has {}",
@@ -592,30 +540,21 @@ impl<'g> Resolved<'g> {
                 let kind = if s == 0 {
                     Some(CountProblemKind::NeverSignalled { consumer })
                 } else if fixed.is_some_and(|f| f != s as i64) {
-                    Some(CountProblemKind::FixedMismatch {
-                        signals: s,
-                        count: fixed.unwrap(),
-                    })
+                    Some(CountProblemKind::FixedMismatch { signals: s, count: fixed.unwrap() })
                 } else {
                     match uniform {
                         None => {
                             uniform = Some((s, el));
                             None
                         }
-                        Some((u, other)) if u != s => Some(CountProblemKind::NotUniform {
-                            signals: s,
-                            other,
-                            other_signals: u,
-                        }),
+                        Some((u, other)) if u != s => {
+                            Some(CountProblemKind::NotUniform { signals: s, other, other_signals: u })
+                        }
                         _ => None,
                     }
                 };
                 if let Some(kind) = kind {
-                    out.push(CountProblem {
-                        event: e as u16,
-                        element: el,
-                        kind,
-                    });
+                    out.push(CountProblem { event: e as u16, element: el, kind });
                     break;
                 }
             }
@@ -628,35 +567,22 @@ impl<'g> Resolved<'g> {
         let name = self.describe_element(p.element);
         let message = match p.kind {
             CountProblemKind::NeverSignalled { consumer } => {
-                format!(
-                    "{name} is waited on by {} but no task signals it",
-                    self.describe_task(consumer)
-                )
+                format!("{name} is waited on by {} but no task signals it", self.describe_task(consumer))
             }
             CountProblemKind::FixedMismatch { signals, count } => {
                 format!("{name} receives {signals} signals but its count is {count}")
             }
-            CountProblemKind::NotUniform {
-                signals,
-                other,
-                other_signals,
-            } => format!(
+            CountProblemKind::NotUniform { signals, other, other_signals } => format!(
                 "trigger count is not uniform: {} receives {other_signals} signals, {name} receives {signals}",
                 self.describe_element(other)
             ),
         };
-        ResolveError::Count {
-            event: self.spec.events[p.event as usize].name.to_string(),
-            message,
-        }
+        ResolveError::Count { event: self.spec.events[p.event as usize].name.to_string(), message }
     }
 
     /// Tasks a task depends on (the producers of the elements it waits on).
     pub fn dependencies(&self, task: TaskId) -> impl Iterator<Item = TaskId> + '_ {
-        self.waits
-            .row(task as usize)
-            .iter()
-            .flat_map(|&el| self.producers.row(el as usize).iter().copied())
+        self.waits.row(task as usize).iter().flat_map(|&el| self.producers.row(el as usize).iter().copied())
     }
 
     /// One topological order of the tasks by Kahn's algorithm, smallest ready task
@@ -674,10 +600,8 @@ impl<'g> Resolved<'g> {
                 succ[d as usize].push(t);
             }
         }
-        let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<u32>> = (0..n as u32)
-            .filter(|&t| indegree[t as usize] == 0)
-            .map(std::cmp::Reverse)
-            .collect();
+        let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<u32>> =
+            (0..n as u32).filter(|&t| indegree[t as usize] == 0).map(std::cmp::Reverse).collect();
         let mut order = Vec::with_capacity(n);
         while let Some(std::cmp::Reverse(t)) = ready.pop() {
             order.push(t);
@@ -692,22 +616,13 @@ impl<'g> Resolved<'g> {
             return Ok(order);
         }
         // walk back along unfinished dependencies until a task repeats
-        let start = (0..n as u32)
-            .find(|&t| indegree[t as usize] > 0)
-            .expect("a blocked task");
+        let start = (0..n as u32).find(|&t| indegree[t as usize] > 0).expect("a blocked task");
         let mut path = vec![start];
         loop {
             let cur = *path.last().unwrap();
-            let next = self
-                .dependencies(cur)
-                .find(|&d| indegree[d as usize] > 0)
-                .expect("a blocked dependency");
+            let next = self.dependencies(cur).find(|&d| indegree[d as usize] > 0).expect("a blocked dependency");
             if let Some(pos) = path.iter().position(|&p| p == next) {
-                let mut cycle: Vec<String> = path[pos..]
-                    .iter()
-                    .rev()
-                    .map(|&t| self.describe_task(t))
-                    .collect();
+                let mut cycle: Vec<String> = path[pos..].iter().rev().map(|&t| self.describe_task(t)).collect();
                 cycle.push(self.describe_task(next));
                 return Err(ResolveError::Cycle { tasks: cycle });
             }
@@ -789,11 +704,7 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
                     });
                 }
                 dims[d as usize] = Some((got - rest) / c);
-                source[d as usize] = format!(
-                    "`{name}` = {} from `{}` dimension {k}",
-                    (got - rest) / c,
-                    ts.name
-                );
+                source[d as usize] = format!("`{name}` = {} from `{}` dimension {k}", (got - rest) / c, ts.name);
                 progress = true;
             }
         }
@@ -804,9 +715,7 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
         let Some(v) = *v else {
             return Err(ResolveError::Dim {
                 dim: spec_d.name.to_string(),
-                message:
-                    "no tensor shape determines it; use it in a parameter's shape as `c*D + k`"
-                        .into(),
+                message: "no tensor shape determines it; use it in a parameter's shape as `c*D + k`".into(),
             });
         };
         if let DimKind::Symbolic { max: Some(m) } = spec_d.kind
@@ -814,10 +723,7 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
         {
             return Err(ResolveError::Dim {
                 dim: spec_d.name.to_string(),
-                message: format!(
-                    "resolved to {v} ({}), above its declared bound {m}",
-                    source[d]
-                ),
+                message: format!("resolved to {v} ({}), above its declared bound {m}", source[d]),
             });
         }
         out.push(v);
@@ -831,9 +737,7 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
                     .terms
                     .iter()
                     .filter_map(|&(term, _)| match term {
-                        crate::Term::Dim(d) if !source[d as usize].is_empty() => {
-                            Some(source[d as usize].clone())
-                        }
+                        crate::Term::Dim(d) if !source[d as usize].is_empty() => Some(source[d as usize].clone()),
                         _ => None,
                     })
                     .collect();

@@ -34,12 +34,7 @@ impl StaticSchedule {
     }
 
     /// Builds queues from a given topological order.
-    pub fn from_order(
-        r: &Resolved<'_>,
-        order: &[TaskId],
-        workers: usize,
-        placement: Placement,
-    ) -> StaticSchedule {
+    pub fn from_order(r: &Resolved<'_>, order: &[TaskId], workers: usize, placement: Placement) -> StaticSchedule {
         let workers = workers.max(1);
         let mut queues = vec![Vec::new(); workers];
         match placement {
@@ -61,10 +56,7 @@ impl StaticSchedule {
                         .map(|w| {
                             let ready = r
                                 .dependencies(t)
-                                .map(|d| {
-                                    finish[d as usize]
-                                        + if worker_of[d as usize] == w { 0 } else { HOP }
-                                })
+                                .map(|d| finish[d as usize] + if worker_of[d as usize] == w { 0 } else { HOP })
                                 .max()
                                 .unwrap_or(0);
                             (w, ready.max(free[w]))
@@ -98,10 +90,7 @@ impl StaticSchedule {
             }
         }
         if let Some(t) = pos.iter().position(|p| p.0 == usize::MAX) {
-            return Err(format!(
-                "task {} is not scheduled",
-                r.describe_task(t as u32)
-            ));
+            return Err(format!("task {} is not scheduled", r.describe_task(t as u32)));
         }
         // The queues are slices of one topological order iff the graph made of the
         // dependency edges plus the "next in my queue" edges is acyclic.
@@ -130,11 +119,7 @@ impl StaticSchedule {
                 }
             }
         }
-        if seen == n {
-            Ok(())
-        } else {
-            Err("the queues are not slices of one topological order".into())
-        }
+        if seen == n { Ok(()) } else { Err("the queues are not slices of one topological order".into()) }
     }
 }
 
@@ -152,17 +137,9 @@ impl DynamicPlan {
     /// Computes the seed and per-task pending counts.
     pub fn new(r: &Resolved<'_>) -> DynamicPlan {
         let pending: Vec<u32> = (0..r.n_tasks as usize)
-            .map(|t| {
-                r.waits
-                    .row(t)
-                    .iter()
-                    .filter(|&&el| r.target[el as usize] > 0)
-                    .count() as u32
-            })
+            .map(|t| r.waits.row(t).iter().filter(|&&el| r.target[el as usize] > 0).count() as u32)
             .collect();
-        let seeds = (0..r.n_tasks)
-            .filter(|&t| pending[t as usize] == 0)
-            .collect();
+        let seeds = (0..r.n_tasks).filter(|&t| pending[t as usize] == 0).collect();
         DynamicPlan { pending, seeds }
     }
 }

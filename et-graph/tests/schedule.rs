@@ -22,31 +22,11 @@ fn mixed() -> GraphSpec {
     graph(
         "mixed",
         vec![symbolic("R")],
-        vec![tensor(
-            "a",
-            DType::F32,
-            vec![dim(0).scale(32), lit(128)],
-            Access::Read,
-        )],
+        vec![tensor("a", DType::F32, vec![dim(0).scale(32), lit(128)], Access::Read)],
+        vec![event("done", vec![dim(0)], Count::Inferred), event("chain", vec![dim(0).add(&lit(1))], Count::Inferred)],
         vec![
-            event("done", vec![dim(0)], Count::Inferred),
-            event("chain", vec![dim(0).add(&lit(1))], Count::Inferred),
-        ],
-        vec![
-            group(
-                "partial",
-                &["i", "j"],
-                vec![dim(0), lit(4)],
-                vec![],
-                vec![at(0, vec![point(var(0))])],
-            ),
-            group(
-                "start",
-                &["z"],
-                vec![lit(1)],
-                vec![],
-                vec![at(1, vec![point(lit(0))])],
-            ),
+            group("partial", &["i", "j"], vec![dim(0), lit(4)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("start", &["z"], vec![lit(1)], vec![], vec![at(1, vec![point(lit(0))])]),
             group(
                 "total",
                 &["i"],
@@ -54,13 +34,7 @@ fn mixed() -> GraphSpec {
                 vec![at(0, vec![point(var(0))]), at(1, vec![point(var(0))])],
                 vec![at(1, vec![point(var(0).add(&lit(1)))])],
             ),
-            group(
-                "fanin",
-                &["z"],
-                vec![lit(1)],
-                vec![at(1, vec![Index::All])],
-                vec![],
-            ),
+            group("fanin", &["z"], vec![lit(1)], vec![at(1, vec![Index::All])], vec![]),
         ],
     )
 }
@@ -79,8 +53,7 @@ fn every_task_once_and_queues_are_slices_of_one_order() {
             for placement in [Placement::RoundRobin, Placement::CostAware] {
                 let s = StaticSchedule::build(&res, workers, placement);
                 assert_eq!(s.queues.len(), workers);
-                s.validate(&res)
-                    .unwrap_or_else(|e| panic!("R={r} workers={workers} {placement:?}: {e}"));
+                s.validate(&res).unwrap_or_else(|e| panic!("R={r} workers={workers} {placement:?}: {e}"));
                 let mut all: Vec<u32> = s.queues.concat();
                 all.sort_unstable();
                 assert_eq!(all, (0..res.n_tasks).collect::<Vec<_>>());
@@ -101,13 +74,9 @@ fn validate_rejects_an_order_that_breaks_a_dependency() {
     let res = resolve(&spec, 2);
     let mut order = res.order.clone();
     order.reverse();
-    let s = StaticSchedule {
-        queues: vec![order],
-    };
+    let s = StaticSchedule { queues: vec![order] };
     assert!(s.validate(&res).is_err());
-    let dup = StaticSchedule {
-        queues: vec![res.order.clone(), vec![0]],
-    };
+    let dup = StaticSchedule { queues: vec![res.order.clone(), vec![0]] };
     assert!(dup.validate(&res).unwrap_err().contains("twice"));
 }
 
@@ -159,19 +128,10 @@ fn counts_are_inferred_per_element() {
 #[test]
 fn dims_resolve_with_clear_errors() {
     let spec = mixed();
-    let err = Resolved::new(&spec, &Shapes(vec![vec![33, 128]]))
-        .unwrap_err()
-        .to_string();
+    let err = Resolved::new(&spec, &Shapes(vec![vec![33, 128]])).unwrap_err().to_string();
     assert!(err.contains("tensor `a` dimension 0 is 33"), "{err}");
-    let err = Resolved::new(&spec, &Shapes(vec![vec![64, 100]]))
-        .unwrap_err()
-        .to_string();
+    let err = Resolved::new(&spec, &Shapes(vec![vec![64, 100]])).unwrap_err().to_string();
     assert!(err.contains("declares `128`"), "{err}");
-    let err = Resolved::new(&spec, &Shapes(vec![vec![64]]))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("has 1 dimensions, but the megakernel declares 2"),
-        "{err}"
-    );
+    let err = Resolved::new(&spec, &Shapes(vec![vec![64]])).unwrap_err().to_string();
+    assert!(err.contains("has 1 dimensions, but the megakernel declares 2"), "{err}");
 }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use et_graph::check::{AccessKind, Diagnostic, Location};
 use et_graph::{
-    Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec,
-    Index, ScheduleKind, TensorSpec, TileAccess,
+    Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index, ScheduleKind,
+    TensorSpec, TileAccess,
 };
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
@@ -41,26 +41,13 @@ pub enum LoweredStmt {
     /// Signal number `access` of the group.
     Signal { access: usize, span: Span },
     /// A tile-op call.
-    Op {
-        func: Path,
-        args: Vec<LoweredArg>,
-        span: Span,
-    },
+    Op { func: Path, args: Vec<LoweredArg>, span: Span },
 }
 
 /// An argument of a tile-op call, lowered.
 pub enum LoweredArg {
-    Tile {
-        tensor: usize,
-        ident: Ident,
-        index: Vec<(Expr, Affine)>,
-        size: Vec<i64>,
-        span: Span,
-    },
-    Scalar {
-        expr: Expr,
-        value: Scalar,
-    },
+    Tile { tensor: usize, ident: Ident, index: Vec<(Expr, Affine)>, size: Vec<i64>, span: Span },
+    Scalar { expr: Expr, value: Scalar },
 }
 
 /// The CUDA translation of a scalar argument.
@@ -77,12 +64,7 @@ struct DimTable<'a> {
 
 impl<'a> DimTable<'a> {
     fn scope(&self, vars: &'a [String], what: &'a str) -> Scope<'a> {
-        Scope {
-            vars,
-            dims: self.names,
-            statics: self.statics,
-            what,
-        }
+        Scope { vars, dims: self.names, statics: self.statics, what }
     }
 }
 
@@ -105,18 +87,10 @@ impl Spans {
             Location::Dim(d) => &self.dims[d as usize],
             Location::Tensor(t) => &self.tensors[t as usize],
             Location::Event(e) => &self.events[e as usize],
-            Location::EventCount(e) => self.counts[e as usize]
-                .as_ref()
-                .unwrap_or(&self.events[e as usize]),
+            Location::EventCount(e) => self.counts[e as usize].as_ref().unwrap_or(&self.events[e as usize]),
             Location::Group(g) => &self.groups[g as usize],
-            Location::Access {
-                group,
-                kind,
-                access,
-                coord,
-            } => {
-                let (whole, coords) =
-                    &self.accesses[&(group as usize, kind == AccessKind::Wait, access as usize)];
+            Location::Access { group, kind, access, coord } => {
+                let (whole, coords) = &self.accesses[&(group as usize, kind == AccessKind::Wait, access as usize)];
                 coord.and_then(|c| coords.get(c as usize)).unwrap_or(whole)
             }
             Location::Tile { group, tile, coord } => {
@@ -137,20 +111,9 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
     let mut spans = Spans::default();
     let dims = collect_dims(m, args, &mut spans, errors);
     let dim_names: Vec<String> = dims.iter().map(|d| d.name.to_string()).collect();
-    let statics: Vec<Option<i64>> = dims
-        .iter()
-        .map(|d| {
-            if let DimKind::Static(v) = d.kind {
-                Some(v)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let dt = DimTable {
-        names: &dim_names,
-        statics: &statics,
-    };
+    let statics: Vec<Option<i64>> =
+        dims.iter().map(|d| if let DimKind::Static(v) = d.kind { Some(v) } else { None }).collect();
+    let dt = DimTable { names: &dim_names, statics: &statics };
     let tensors = lower_tensors(m, &dt, &mut spans, errors);
     let param_names: Vec<String> = m.params.iter().map(|p| p.name.to_string()).collect();
     let events = lower_events(m, &dt, &param_names, &mut spans, errors);
@@ -158,10 +121,7 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
     let mut lowered = Vec::new();
     for (g, group) in m.groups.iter().enumerate() {
         if m.groups[..g].iter().any(|o| o.name == group.name) {
-            errors.error(
-                group.name.span(),
-                format!("tile group `{}` is defined twice", group.name),
-            );
+            errors.error(group.name.span(), format!("tile group `{}` is defined twice", group.name));
         }
         let (spec, low) = lower_group(m, g, group, &dims, &dt, &param_names, &mut spans, errors);
         groups.push(spec);
@@ -185,11 +145,7 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
     for d in et_graph::check::check(&spec) {
         errors.push(to_error(&d, &spans));
     }
-    errors.is_empty().then_some(Analyzed {
-        spec,
-        dim_names,
-        groups: lowered,
-    })
+    errors.is_empty().then_some(Analyzed { spec, dim_names, groups: lowered })
 }
 
 fn to_error(d: &Diagnostic, spans: &Spans) -> syn::Error {
@@ -201,30 +157,19 @@ fn to_error(d: &Diagnostic, spans: &Spans) -> syn::Error {
     syn::Error::new_spanned(spans.of(d.location), msg)
 }
 
-fn collect_dims(
-    m: &Megakernel,
-    args: &Args,
-    spans: &mut Spans,
-    errors: &mut Errors,
-) -> Vec<DimSpec> {
+fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Errors) -> Vec<DimSpec> {
     let mut dims: Vec<DimSpec> = Vec::new();
     for a in &args.dims {
         let name = a.name.to_string();
         if dims.iter().any(|d| d.name == name) {
-            errors.error(
-                a.name.span(),
-                format!("dim `{name}` is given twice in `dims(..)`"),
-            );
+            errors.error(a.name.span(), format!("dim `{name}` is given twice in `dims(..)`"));
             continue;
         }
         let kind = match a.value {
             DimValue::Static(v) => DimKind::Static(v),
             DimValue::Max(v) => DimKind::Symbolic { max: Some(v) },
         };
-        dims.push(DimSpec {
-            name: name.into(),
-            kind,
-        });
+        dims.push(DimSpec { name: name.into(), kind });
         spans.dims.push(tokens(&a.name));
     }
     // every other name in a parameter's extents is a symbolic dim
@@ -233,10 +178,7 @@ fn collect_dims(
             for ident in idents(e) {
                 let name = ident.to_string();
                 if !dims.iter().any(|d| d.name == name) {
-                    dims.push(DimSpec {
-                        name: name.into(),
-                        kind: DimKind::Symbolic { max: None },
-                    });
+                    dims.push(DimSpec { name: name.into(), kind: DimKind::Symbolic { max: None } });
                     spans.dims.push(tokens(&ident));
                 }
             }
@@ -262,22 +204,14 @@ fn idents(e: &Expr) -> Vec<Ident> {
 
 const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "i32", "u32"];
 
-fn lower_tensors(
-    m: &Megakernel,
-    dt: &DimTable,
-    spans: &mut Spans,
-    errors: &mut Errors,
-) -> Vec<TensorSpec> {
+fn lower_tensors(m: &Megakernel, dt: &DimTable, spans: &mut Spans, errors: &mut Errors) -> Vec<TensorSpec> {
     let scope = dt.scope(&[], "a tensor extent");
     m.params
         .iter()
         .map(|p| {
             spans.tensors.push(p.ty_tokens.clone());
             let dtype = DType::from_rust_name(&p.dtype.to_string()).unwrap_or_else(|| {
-                let mut msg = format!(
-                    "unknown dtype `{}`: expected one of f32, bf16, f16, i32, u32",
-                    p.dtype
-                );
+                let mut msg = format!("unknown dtype `{}`: expected one of f32, bf16, f16, i32, u32", p.dtype);
                 if let Some(s) = did_you_mean(&p.dtype.to_string(), DTYPES) {
                     msg.push_str(&format!("\nhelp: did you mean `{s}`?"));
                 }
@@ -297,22 +231,14 @@ fn lower_tensors(
             if shape.is_empty() || shape.len() > 4 {
                 errors.error(
                     p.ty_span,
-                    format!(
-                        "tensor `{}` has rank {}; et supports ranks 1 to 4",
-                        p.name,
-                        shape.len()
-                    ),
+                    format!("tensor `{}` has rank {}; et supports ranks 1 to 4", p.name, shape.len()),
                 );
             }
             TensorSpec {
                 name: p.name.to_string().into(),
                 dtype,
                 shape: Cow::Owned(shape),
-                access: if p.mutable {
-                    Access::Write
-                } else {
-                    Access::Read
-                },
+                access: if p.mutable { Access::Write } else { Access::Read },
             }
         })
         .collect()
@@ -329,10 +255,7 @@ fn lower_events(
     let mut out = Vec::new();
     for (k, ev) in m.events.iter().enumerate() {
         if m.events[..k].iter().any(|o| o.name == ev.name) {
-            errors.error(
-                ev.name.span(),
-                format!("event `{}` is declared twice", ev.name),
-            );
+            errors.error(ev.name.span(), format!("event `{}` is declared twice", ev.name));
         }
         spans.events.push(tokens(&ev.name));
         spans.counts.push(ev.count.as_ref().map(CountDecl::tokens));
@@ -347,10 +270,7 @@ fn lower_events(
             })
             .collect();
         if shape.is_empty() {
-            errors.error(
-                ev.span,
-                "an event needs at least one dimension: `event!([1])` for a single counter",
-            );
+            errors.error(ev.span, "an event needs at least one dimension: `event!([1])` for a single counter");
         }
         let count = match &ev.count {
             None => Count::Inferred,
@@ -364,27 +284,16 @@ fn lower_events(
                     }
                 }
             }
-            Some(CountDecl::Dynamic { tensor, .. }) => {
-                match params.iter().position(|p| *tensor == p) {
-                    Some(t) => Count::Dynamic { tensor: t as u16 },
-                    None => {
-                        let cands: Vec<&str> = params.iter().map(String::as_str).collect();
-                        errors.push(unknown(
-                            tensor.span(),
-                            "count tensor",
-                            &tensor.to_string(),
-                            &cands,
-                        ));
-                        Count::Inferred
-                    }
+            Some(CountDecl::Dynamic { tensor, .. }) => match params.iter().position(|p| *tensor == p) {
+                Some(t) => Count::Dynamic { tensor: t as u16 },
+                None => {
+                    let cands: Vec<&str> = params.iter().map(String::as_str).collect();
+                    errors.push(unknown(tensor.span(), "count tensor", &tensor.to_string(), &cands));
+                    Count::Inferred
                 }
-            }
+            },
         };
-        out.push(EventSpec {
-            name: ev.name.to_string().into(),
-            shape: Cow::Owned(shape),
-            count,
-        });
+        out.push(EventSpec { name: ev.name.to_string().into(), shape: Cow::Owned(shape), count });
     }
     out
 }
@@ -404,10 +313,7 @@ fn lower_group(
     let vars: Vec<String> = group.vars.iter().map(Ident::to_string).collect();
     for (k, v) in group.vars.iter().enumerate() {
         if dt.names.iter().any(|d| *v == d) {
-            errors.error(
-                v.span(),
-                format!("tile index `{v}` has the name of a dim; rename one of them"),
-            );
+            errors.error(v.span(), format!("tile index `{v}` has the name of a dim; rename one of them"));
         }
         if group.vars[..k].contains(v) {
             errors.error(v.span(), format!("tile index `{v}` is declared twice"));
@@ -441,24 +347,14 @@ fn lower_group(
                 let Some(access) = lower_access(a, &vars, dt, &event_names, params, errors) else {
                     continue;
                 };
-                spans.accesses.insert(
-                    (g, is_wait, k),
-                    (
-                        a.tokens.clone(),
-                        a.indices.iter().map(IndexExpr::tokens).collect(),
-                    ),
-                );
+                spans
+                    .accesses
+                    .insert((g, is_wait, k), (a.tokens.clone(), a.indices.iter().map(IndexExpr::tokens).collect()));
                 list.push(access);
                 stmts.push(if is_wait {
-                    LoweredStmt::Wait {
-                        access: k,
-                        span: a.span,
-                    }
+                    LoweredStmt::Wait { access: k, span: a.span }
                 } else {
-                    LoweredStmt::Signal {
-                        access: k,
-                        span: a.span,
-                    }
+                    LoweredStmt::Signal { access: k, span: a.span }
                 });
             }
             TileStmt::Op(call) => {
@@ -468,12 +364,7 @@ fn lower_group(
                         OpArg::Tile(t) => {
                             let Some(tensor) = params.iter().position(|p| t.tensor == p) else {
                                 let cands: Vec<&str> = params.iter().map(String::as_str).collect();
-                                errors.push(unknown(
-                                    t.tensor.span(),
-                                    "tensor",
-                                    &t.tensor.to_string(),
-                                    &cands,
-                                ));
+                                errors.push(unknown(t.tensor.span(), "tensor", &t.tensor.to_string(), &cands));
                                 continue;
                             };
                             let iscope = dt.scope(&vars, "a tile index");
@@ -482,55 +373,34 @@ fn lower_group(
                                 .index
                                 .iter()
                                 .filter_map(|e| {
-                                    affine(e, &iscope)
-                                        .map_err(|err| errors.push(err))
-                                        .ok()
-                                        .map(|a| (e.clone(), a))
+                                    affine(e, &iscope).map_err(|err| errors.push(err)).ok().map(|a| (e.clone(), a))
                                 })
                                 .collect();
                             let size: Vec<i64> = t
                                 .size
                                 .iter()
-                                .filter_map(|e| {
-                                    constant(e, &sscope, dims)
-                                        .map_err(|err| errors.push(err))
-                                        .ok()
-                                })
+                                .filter_map(|e| constant(e, &sscope, dims).map_err(|err| errors.push(err)).ok())
                                 .collect();
                             if index.len() != t.index.len() || size.len() != t.size.len() {
                                 continue;
                             }
-                            spans.tiles.insert(
-                                (g, tiles.len()),
-                                (t.tokens.clone(), t.index.iter().map(tokens).collect()),
-                            );
+                            spans
+                                .tiles
+                                .insert((g, tiles.len()), (t.tokens.clone(), t.index.iter().map(tokens).collect()));
                             tiles.push(TileAccess {
                                 tensor: tensor as u16,
                                 index: Cow::Owned(index.iter().map(|(_, a)| a.clone()).collect()),
                                 size: Cow::Owned(size.clone()),
                             });
-                            args.push(LoweredArg::Tile {
-                                tensor,
-                                ident: t.tensor.clone(),
-                                index,
-                                size,
-                                span: t.span,
-                            });
+                            args.push(LoweredArg::Tile { tensor, ident: t.tensor.clone(), index, size, span: t.span });
                         }
                         OpArg::Scalar(e) => match scalar(e, &vars, dt) {
-                            Ok(value) => args.push(LoweredArg::Scalar {
-                                expr: e.clone(),
-                                value,
-                            }),
+                            Ok(value) => args.push(LoweredArg::Scalar { expr: e.clone(), value }),
                             Err(err) => errors.push(err),
                         },
                     }
                 }
-                stmts.push(LoweredStmt::Op {
-                    func: call.func.clone(),
-                    args,
-                    span: call.span,
-                });
+                stmts.push(LoweredStmt::Op { func: call.func.clone(), args, span: call.span });
             }
         }
     }
@@ -550,14 +420,7 @@ fn lower_group(
         tiles: Cow::Owned(tiles),
         cost,
     };
-    (
-        spec,
-        LoweredGroup {
-            name: group.name.clone(),
-            vars: group.vars.clone(),
-            stmts,
-        },
-    )
+    (spec, LoweredGroup { name: group.name.clone(), vars: group.vars.clone(), stmts })
 }
 
 fn scalar(e: &Expr, vars: &[String], dt: &DimTable) -> syn::Result<Scalar> {
@@ -587,19 +450,11 @@ fn lower_access(
         if params.iter().any(|p| a.event == p) {
             errors.error(
                 a.event.span(),
-                format!(
-                    "`{}` is a tensor, not an event: declare one with `let {} = event!([..]);`",
-                    a.event, a.event
-                ),
+                format!("`{}` is a tensor, not an event: declare one with `let {} = event!([..]);`", a.event, a.event),
             );
         } else {
             let cands: Vec<&str> = events.iter().map(String::as_str).collect();
-            errors.push(unknown(
-                a.event.span(),
-                "event",
-                &a.event.to_string(),
-                &cands,
-            ));
+            errors.push(unknown(a.event.span(), "event", &a.event.to_string(), &cands));
         }
         return None;
     };
@@ -609,25 +464,15 @@ fn lower_access(
     for ix in &a.indices {
         let lowered = match ix {
             IndexExpr::At(e) => affine(e, &scope).map(Index::At),
-            IndexExpr::Range {
-                start: None,
-                end: None,
-                ..
-            } => Ok(Index::All),
-            IndexExpr::Range {
-                start, end, span, ..
-            } => {
+            IndexExpr::Range { start: None, end: None, .. } => Ok(Index::All),
+            IndexExpr::Range { start, end, span, .. } => {
                 let s = start.as_ref().map(|e| affine(e, &scope)).transpose();
                 let e = end.as_ref().map(|e| affine(e, &scope)).transpose();
                 match (s, e) {
-                    (Ok(s), Ok(Some(e))) => Ok(Index::Range {
-                        start: s.unwrap_or(Affine::constant(0)),
-                        end: e,
-                    }),
-                    (Ok(_), Ok(None)) => Err(syn::Error::new(
-                        *span,
-                        "an open-ended range `a ..` needs its end: write `a .. extent`",
-                    )),
+                    (Ok(s), Ok(Some(e))) => Ok(Index::Range { start: s.unwrap_or(Affine::constant(0)), end: e }),
+                    (Ok(_), Ok(None)) => {
+                        Err(syn::Error::new(*span, "an open-ended range `a ..` needs its end: write `a .. extent`"))
+                    }
                     (Err(err), _) | (_, Err(err)) => Err(err),
                 }
             }
@@ -636,18 +481,10 @@ fn lower_access(
                     .iter()
                     .map(|e| affine(e, &scope))
                     .collect::<syn::Result<Vec<_>>>()
-                    .map(|at| Index::Data {
-                        tensor: t as u16,
-                        at: Cow::Owned(at),
-                    }),
+                    .map(|at| Index::Data { tensor: t as u16, at: Cow::Owned(at) }),
                 None => {
                     let cands: Vec<&str> = params.iter().map(String::as_str).collect();
-                    Err(unknown(
-                        tensor.span(),
-                        "index tensor",
-                        &tensor.to_string(),
-                        &cands,
-                    ))
+                    Err(unknown(tensor.span(), "index tensor", &tensor.to_string(), &cands))
                 }
             },
         };
@@ -659,8 +496,5 @@ fn lower_access(
             }
         }
     }
-    ok.then_some(EventAccess {
-        event: event as u16,
-        index: Cow::Owned(index),
-    })
+    ok.then_some(EventAccess { event: event as u16, index: Cow::Owned(index) })
 }

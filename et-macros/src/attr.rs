@@ -59,16 +59,10 @@ pub fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
             Err(e) => errors.push(e),
         }
     }
-    let mut args = Args {
-        schedule: Schedule::Static,
-        dims,
-        threads: 128,
-        krate: syn::parse_quote!(::et_core),
-        debug: false,
-    };
-    let parsed = NestedMeta::parse_meta_list(rest)
-        .map_err(darling::Error::from)
-        .and_then(|m| DarlingArgs::from_list(&m));
+    let mut args =
+        Args { schedule: Schedule::Static, dims, threads: 128, krate: syn::parse_quote!(::et_core), debug: false };
+    let parsed =
+        NestedMeta::parse_meta_list(rest).map_err(darling::Error::from).and_then(|m| DarlingArgs::from_list(&m));
     match parsed {
         Ok(d) => {
             if let Some(s) = d.schedule {
@@ -76,9 +70,7 @@ pub fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
                     "static" => args.schedule = Schedule::Static,
                     "dynamic" => args.schedule = Schedule::Dynamic,
                     other => {
-                        let mut msg = format!(
-                            "unknown schedule `{other}`: expected \"static\" or \"dynamic\""
-                        );
+                        let mut msg = format!("unknown schedule `{other}`: expected \"static\" or \"dynamic\"");
                         if let Some(m) = did_you_mean(other, ["static", "dynamic"]) {
                             msg.push_str(&format!("\nhelp: did you mean \"{m}\"?"));
                         }
@@ -88,7 +80,10 @@ pub fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
             }
             if let Some(t) = d.threads {
                 if *t < 32 || *t > 1024 || *t % 32 != 0 {
-                    errors.error(t.span(), format!("`threads = {}`: a CTA size must be a multiple of 32 between 32 and 1024", *t));
+                    errors.error(
+                        t.span(),
+                        format!("`threads = {}`: a CTA size must be a multiple of 32 between 32 and 1024", *t),
+                    );
                 } else {
                     args.threads = *t;
                 }
@@ -144,9 +139,7 @@ impl Parse for DimList {
             } else {
                 return Err(syn::Error::new(
                     name.span(),
-                    format!(
-                        "expected `{name} = value` (a static dim) or `{name} <= bound` (a bounded symbolic dim)"
-                    ),
+                    format!("expected `{name} = value` (a static dim) or `{name} <= bound` (a bounded symbolic dim)"),
                 ));
             };
             out.push(DimArg { name, value });

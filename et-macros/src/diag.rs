@@ -37,10 +37,7 @@ impl Errors {
 }
 
 /// The candidate closest to `name` by edit distance, if close enough to be a likely typo.
-pub fn did_you_mean<'a>(
-    name: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (edit_distance(name, c), c))
@@ -62,9 +59,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
             }
@@ -88,10 +83,7 @@ mod tests {
 
     #[test]
     fn suggests_close_names_only() {
-        assert_eq!(
-            did_you_mean("dynamc", ["static", "dynamic"]),
-            Some("dynamic")
-        );
+        assert_eq!(did_you_mean("dynamc", ["static", "dynamic"]), Some("dynamic"));
         assert_eq!(did_you_mean("done", ["dome", "part"]), Some("dome"));
         assert_eq!(did_you_mean("xyz", ["static", "dynamic"]), None);
         assert_eq!(did_you_mean("rwo", ["row", "i"]), Some("row"));

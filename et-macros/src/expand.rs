@@ -21,11 +21,7 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     // a parameter or statement that did not parse leaves names undefined: analysing
     // what is left would only add follow-on errors
     let parsed_cleanly = errors.count() == before_parse;
-    let analyzed = if parsed_cleanly {
-        crate::analyze::analyze(&model, &args, &mut errors)
-    } else {
-        None
-    };
+    let analyzed = if parsed_cleanly { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
     match (analyzed, errors.into_result()) {
         (Some(a), Ok(())) => {
             let out = crate::host::generate(&model, &a, &args);

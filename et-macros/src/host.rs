@@ -1,9 +1,7 @@
 //! Host code generation: the megakernel's module with its `KERNEL` static, its
 //! registration, `launch`/`launch_with`, and one CPU task function per tile group.
 
-use et_graph::{
-    Access, Affine, Count, DType, DimKind, EventAccess, GraphSpec, Index, ScheduleKind, Term,
-};
+use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, GraphSpec, Index, ScheduleKind, Term};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::Path;
@@ -20,17 +18,8 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let vis = &m.vis;
     let docs = m.attrs.iter().filter(|a| a.path().is_ident("doc"));
     let graph = graph_tokens(&a.spec, &p);
-    let task_fns: Vec<TokenStream> = a
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(g, lg)| task_fn(g, lg, m, a, &p))
-        .collect();
-    let task_names: Vec<_> = a
-        .groups
-        .iter()
-        .map(|lg| format_ident!("__et_task_{}", lg.name))
-        .collect();
+    let task_fns: Vec<TokenStream> = a.groups.iter().enumerate().map(|(g, lg)| task_fn(g, lg, m, a, &p)).collect();
+    let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
     let ops = op_sources(a);
     let threads = args.threads;
@@ -42,11 +31,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
         .map(|(param, t)| {
             let n = &param.name;
             let ty = dtype_tokens(t.dtype, &p);
-            let r = if t.access == Access::Write {
-                quote!(&mut)
-            } else {
-                quote!(&)
-            };
+            let r = if t.access == Access::Write { quote!(&mut) } else { quote!(&) };
             quote_spanned!(param.ty_span=> #n: #r B::Tensor<#ty>)
         })
         .collect();
@@ -115,38 +100,23 @@ fn op_sources(a: &Analyzed) -> Vec<TokenStream> {
     out
 }
 
-fn task_fn(
-    g: usize,
-    lg: &LoweredGroup,
-    m: &Megakernel,
-    a: &Analyzed,
-    p: &TokenStream,
-) -> TokenStream {
+fn task_fn(g: usize, lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {
     let fname = format_ident!("__et_task_{}", lg.name);
     let cx = quote!(__et_cx);
-    let vars = lg
-        .vars
-        .iter()
-        .enumerate()
-        .map(|(k, v)| quote!(let #v: i64 = #cx.var(#k);));
+    let vars = lg.vars.iter().enumerate().map(|(k, v)| quote!(let #v: i64 = #cx.var(#k);));
     let dims = a.dim_names.iter().enumerate().map(|(k, d)| {
         let id = syn::Ident::new(d, Span::call_site());
         quote!(let #id: i64 = #cx.dim(#k);)
     });
-    let tensors =
-        m.params
-            .iter()
-            .zip(a.spec.tensors.iter())
-            .enumerate()
-            .map(|(t, (param, spec))| {
-                let n = &param.name;
-                let ty = dtype_tokens(spec.dtype, p);
-                if spec.access == Access::Write {
-                    quote!(let #n = #cx.output::<#ty>(#t);)
-                } else {
-                    quote!(let #n = #cx.input::<#ty>(#t);)
-                }
-            });
+    let tensors = m.params.iter().zip(a.spec.tensors.iter()).enumerate().map(|(t, (param, spec))| {
+        let n = &param.name;
+        let ty = dtype_tokens(spec.dtype, p);
+        if spec.access == Access::Write {
+            quote!(let #n = #cx.output::<#ty>(#t);)
+        } else {
+            quote!(let #n = #cx.input::<#ty>(#t);)
+        }
+    });
     let stmts = lg.stmts.iter().map(|s| match s {
         LoweredStmt::Wait { access, span } => quote_spanned!(*span=> #cx.wait(#access);),
         LoweredStmt::Signal { access, span } => quote_spanned!(*span=> #cx.signal(#access);),
@@ -168,13 +138,7 @@ fn task_fn(
 
 fn arg_tokens(arg: &LoweredArg) -> TokenStream {
     match arg {
-        LoweredArg::Tile {
-            ident: t,
-            index,
-            size,
-            span,
-            ..
-        } => {
+        LoweredArg::Tile { ident: t, index, size, span, .. } => {
             let index = index.iter().map(|(e, _)| quote!((#e) as i64));
             let size = size.iter().map(|s| {
                 let s = *s as usize;
@@ -290,8 +254,5 @@ fn access_tokens(a: &EventAccess, p: &TokenStream) -> TokenStream {
 
 #[allow(dead_code)]
 fn path_last(p: &Path) -> String {
-    p.segments
-        .last()
-        .map(|s| s.ident.to_string())
-        .unwrap_or_default()
+    p.segments.last().map(|s| s.ident.to_string()).unwrap_or_default()
 }

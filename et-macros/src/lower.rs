@@ -23,18 +23,11 @@ impl Scope<'_> {
         if let Some(v) = self.vars.iter().position(|v| v == name) {
             return Some(Term::Var(v as u16));
         }
-        self.dims
-            .iter()
-            .position(|d| d == name)
-            .map(|d| Term::Dim(d as u16))
+        self.dims.iter().position(|d| d == name).map(|d| Term::Dim(d as u16))
     }
 
     fn candidates(&self) -> Vec<&str> {
-        self.vars
-            .iter()
-            .chain(self.dims.iter())
-            .map(String::as_str)
-            .collect()
+        self.vars.iter().chain(self.dims.iter()).map(String::as_str).collect()
     }
 }
 
@@ -43,41 +36,22 @@ pub fn affine(e: &Expr, scope: &Scope<'_>) -> syn::Result<Affine> {
     match e {
         Expr::Lit(l) => match &l.lit {
             Lit::Int(i) => Ok(Affine::constant(i.base10_parse()?)),
-            other => Err(syn::Error::new(
-                other.span(),
-                format!("{} must be an integer expression", scope.what),
-            )),
+            other => Err(syn::Error::new(other.span(), format!("{} must be an integer expression", scope.what))),
         },
         Expr::Path(p) => {
             let ident = p.path.get_ident().ok_or_else(|| {
-                syn::Error::new(
-                    p.span(),
-                    format!(
-                        "{} can only use tile indices, dims and integers",
-                        scope.what
-                    ),
-                )
+                syn::Error::new(p.span(), format!("{} can only use tile indices, dims and integers", scope.what))
             })?;
             let name = ident.to_string();
             scope
                 .lookup(&name)
                 .map(|t| match t {
-                    Term::Dim(d) => scope
-                        .statics
-                        .get(d as usize)
-                        .copied()
-                        .flatten()
-                        .map_or(Affine::term(t), Affine::constant),
+                    Term::Dim(d) => {
+                        scope.statics.get(d as usize).copied().flatten().map_or(Affine::term(t), Affine::constant)
+                    }
                     Term::Var(_) => Affine::term(t),
                 })
-                .ok_or_else(|| {
-                    unknown(
-                        ident.span(),
-                        "tile index or dim",
-                        &name,
-                        &scope.candidates(),
-                    )
-                })
+                .ok_or_else(|| unknown(ident.span(), "tile index or dim", &name, &scope.candidates()))
         }
         Expr::Paren(p) => affine(&p.expr, scope),
         Expr::Group(g) => affine(&g.expr, scope),
@@ -107,10 +81,7 @@ pub fn affine(e: &Expr, scope: &Scope<'_>) -> syn::Result<Affine> {
         }
         other => Err(syn::Error::new(
             other.span(),
-            format!(
-                "{} must be an affine expression of tile indices and dims",
-                scope.what
-            ),
+            format!("{} must be an affine expression of tile indices and dims", scope.what),
         )),
     }
 }
@@ -121,10 +92,7 @@ pub fn constant(e: &Expr, scope: &Scope<'_>, statics: &[et_graph::DimSpec]) -> s
     a.as_constant().ok_or_else(|| {
         syn::Error::new(
             e.span(),
-            format!(
-                "{} must be a constant: a literal or a static dim (`dims(S = 4)`)",
-                scope.what
-            ),
+            format!("{} must be a constant: a literal or a static dim (`dims(S = 4)`)", scope.what),
         )
     })
 }
@@ -134,12 +102,7 @@ mod tests {
     use super::*;
 
     fn scope<'a>(vars: &'a [String], dims: &'a [String]) -> Scope<'a> {
-        Scope {
-            vars,
-            dims,
-            statics: &[],
-            what: "an index",
-        }
+        Scope { vars, dims, statics: &[], what: "an index" }
     }
 
     #[test]
@@ -148,10 +111,7 @@ mod tests {
         let dims = vec!["R".to_string()];
         let e: Expr = syn::parse_quote!(k * 8 + (R - 1) - 2 * i);
         let a = affine(&e, &scope(&vars, &dims)).unwrap();
-        assert_eq!(
-            a.display(&["i", "k"], &["R"]).to_string(),
-            "-2*i + 8*k + R - 1"
-        );
+        assert_eq!(a.display(&["i", "k"], &["R"]).to_string(), "-2*i + 8*k + R - 1");
     }
 
     #[test]

@@ -80,17 +80,8 @@ pub struct AccessExpr {
 /// One coordinate of an access.
 pub enum IndexExpr {
     At(Expr),
-    Range {
-        start: Option<Box<Expr>>,
-        end: Option<Box<Expr>>,
-        span: Span,
-        tokens: TokenStream,
-    },
-    Data {
-        tensor: Ident,
-        at: Vec<Expr>,
-        tokens: TokenStream,
-    },
+    Range { start: Option<Box<Expr>>, end: Option<Box<Expr>>, span: Span, tokens: TokenStream },
+    Data { tensor: Ident, at: Vec<Expr>, tokens: TokenStream },
 }
 
 impl IndexExpr {

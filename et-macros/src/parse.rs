@@ -5,9 +5,7 @@ use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{
-    Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Stmt, Token, Type, bracketed,
-};
+use syn::{Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Stmt, Token, Type, bracketed};
 
 use crate::diag::Errors;
 use crate::model::*;
@@ -17,16 +15,10 @@ use crate::model::*;
 pub fn megakernel(item: TokenStream, errors: &mut Errors) -> syn::Result<Megakernel> {
     let f: ItemFn = syn::parse2(item)?;
     if !f.sig.generics.params.is_empty() {
-        errors.error(
-            f.sig.generics.span(),
-            "a megakernel cannot be generic: its dims are named in tensor shapes",
-        );
+        errors.error(f.sig.generics.span(), "a megakernel cannot be generic: its dims are named in tensor shapes");
     }
     if let syn::ReturnType::Type(_, ty) = &f.sig.output {
-        errors.error(
-            ty.span(),
-            "a megakernel returns nothing: its outputs are `&mut Tensor` parameters",
-        );
+        errors.error(ty.span(), "a megakernel returns nothing: its outputs are `&mut Tensor` parameters");
     }
     let mut params = Vec::new();
     for arg in &f.sig.inputs {
@@ -45,29 +37,17 @@ pub fn megakernel(item: TokenStream, errors: &mut Errors) -> syn::Result<Megaker
         }
     }
     if groups.is_empty() && errors.is_empty() {
-        errors.error(
-            f.sig.ident.span(),
-            "a megakernel needs at least one `tile!` group",
-        );
+        errors.error(f.sig.ident.span(), "a megakernel needs at least one `tile!` group");
     }
-    Ok(Megakernel {
-        attrs: f.attrs,
-        vis: f.vis,
-        name: f.sig.ident,
-        params,
-        events,
-        groups,
-    })
+    Ok(Megakernel { attrs: f.attrs, vis: f.vis, name: f.sig.ident, params, events, groups })
 }
 
-const PARAM_FORM: &str = "expected a tensor parameter `name: &Tensor<dtype, { [extents] }>` (or `&mut Tensor<..>` for outputs)";
+const PARAM_FORM: &str =
+    "expected a tensor parameter `name: &Tensor<dtype, { [extents] }>` (or `&mut Tensor<..>` for outputs)";
 
 fn param(arg: &FnArg) -> syn::Result<Param> {
     let FnArg::Typed(pt) = arg else {
-        return Err(syn::Error::new(
-            arg.span(),
-            "a megakernel is a free function: it takes no `self`",
-        ));
+        return Err(syn::Error::new(arg.span(), "a megakernel is a free function: it takes no `self`"));
     };
     let Pat::Ident(pi) = &*pt.pat else {
         return Err(syn::Error::new(pt.pat.span(), "expected a parameter name"));
@@ -83,10 +63,7 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
         return Err(syn::Error::new(last.ident.span(), PARAM_FORM));
     }
     let PathArguments::AngleBracketed(args) = &last.arguments else {
-        return Err(syn::Error::new(
-            last.span(),
-            format!("{PARAM_FORM}: the dtype and extents are missing"),
-        ));
+        return Err(syn::Error::new(last.span(), format!("{PARAM_FORM}: the dtype and extents are missing")));
     };
     let args: Vec<&GenericArgument> = args.args.iter().collect();
     let [GenericArgument::Type(Type::Path(dt)), shape] = args[..] else {
@@ -95,21 +72,18 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
             format!("{PARAM_FORM}: expected two arguments, a dtype and `{{ [extents] }}`"),
         ));
     };
-    let dtype = dt.path.get_ident().cloned().ok_or_else(|| {
-        syn::Error::new(dt.span(), "expected a dtype: f32, bf16, f16, i32 or u32")
-    })?;
+    let dtype = dt
+        .path
+        .get_ident()
+        .cloned()
+        .ok_or_else(|| syn::Error::new(dt.span(), "expected a dtype: f32, bf16, f16, i32 or u32"))?;
     let shape = match shape {
-        GenericArgument::Const(Expr::Block(b)) if b.block.stmts.len() == 1 => {
-            match &b.block.stmts[0] {
-                Stmt::Expr(Expr::Array(a), None) => a.elems.iter().cloned().collect(),
-                other => {
-                    return Err(syn::Error::new(
-                        other.span(),
-                        "expected the extents as an array: `{ [R * 32, 128] }`",
-                    ));
-                }
+        GenericArgument::Const(Expr::Block(b)) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+            Stmt::Expr(Expr::Array(a), None) => a.elems.iter().cloned().collect(),
+            other => {
+                return Err(syn::Error::new(other.span(), "expected the extents as an array: `{ [R * 32, 128] }`"));
             }
-        }
+        },
         other => {
             return Err(syn::Error::new(
                 other.span(),
@@ -132,8 +106,7 @@ enum BodyItem {
     Tile(TileGroup),
 }
 
-const BODY_FORM: &str =
-    "a megakernel body holds only `let name = event!(..);` and `tile!(..);` statements";
+const BODY_FORM: &str = "a megakernel body holds only `let name = event!(..);` and `tile!(..);` statements";
 
 fn macro_name(m: &syn::Macro) -> Option<String> {
     m.path.get_ident().map(|i| i.to_string())
@@ -174,14 +147,10 @@ fn body_item(stmt: &Stmt) -> syn::Result<BodyItem> {
 fn tile_macro(mac: &syn::Macro) -> syn::Result<BodyItem> {
     match macro_name(mac).as_deref() {
         Some("tile") => Ok(BodyItem::Tile(mac.parse_body::<TileGroup>()?)),
-        Some("wait") | Some("signal") => Err(syn::Error::new(
-            mac.path.span(),
-            "`wait!` and `signal!` belong inside a `tile!` body",
-        )),
-        Some("event") => Err(syn::Error::new(
-            mac.span(),
-            "bind the event to a name: `let done = event!(..);`",
-        )),
+        Some("wait") | Some("signal") => {
+            Err(syn::Error::new(mac.path.span(), "`wait!` and `signal!` belong inside a `tile!` body"))
+        }
+        Some("event") => Err(syn::Error::new(mac.span(), "bind the event to a name: `let done = event!(..);`")),
         _ => Err(syn::Error::new(mac.path.span(), BODY_FORM)),
     }
 }
@@ -195,9 +164,7 @@ impl Parse for EventArgs {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let content;
         bracketed!(content in input);
-        let shape = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?
-            .into_iter()
-            .collect();
+        let shape = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
         let mut count = None;
         if input.parse::<Option<Token![,]>>()?.is_some() && !input.is_empty() {
             let key: Ident = input.parse()?;
@@ -214,19 +181,14 @@ impl Parse for EventArgs {
                 syn::parenthesized!(inner in input);
                 let tensor: Ident = inner.parse()?;
                 let _ = kw;
-                count = Some(CountDecl::Dynamic {
-                    tokens: tensor.to_token_stream(),
-                    tensor,
-                });
+                count = Some(CountDecl::Dynamic { tokens: tensor.to_token_stream(), tensor });
             } else {
                 count = Some(CountDecl::Fixed(input.parse()?));
             }
             input.parse::<Option<Token![,]>>()?;
         }
         if !input.is_empty() {
-            return Err(
-                input.error("expected `event!([extents])` or `event!([extents], count = ..)`")
-            );
+            return Err(input.error("expected `event!([extents])` or `event!([extents], count = ..)`"));
         }
         Ok(EventArgs { shape, count })
     }
@@ -237,23 +199,16 @@ impl Parse for TileGroup {
         let name: Ident = input.parse()?;
         let content;
         bracketed!(content in input);
-        let vars: Vec<Ident> = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?
-            .into_iter()
-            .collect();
+        let vars: Vec<Ident> = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
         input.parse::<Token![in]>()?;
         let content;
         bracketed!(content in input);
-        let domain: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?
-            .into_iter()
-            .collect();
+        let domain: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
         let mut cost = None;
         if input.parse::<Option<Token![,]>>()?.is_some() {
             let key: Ident = input.parse()?;
             if key != "cost" {
-                return Err(syn::Error::new(
-                    key.span(),
-                    format!("unknown tile argument `{key}`; expected `cost = N`"),
-                ));
+                return Err(syn::Error::new(key.span(), format!("unknown tile argument `{key}`; expected `cost = N`")));
             }
             input.parse::<Token![=]>()?;
             cost = Some(input.parse()?);
@@ -278,17 +233,12 @@ impl Parse for TileGroup {
                 ),
             ));
         }
-        Ok(TileGroup {
-            name,
-            vars,
-            domain,
-            cost,
-            stmts,
-        })
+        Ok(TileGroup { name, vars, domain, cost, stmts })
     }
 }
 
-const STMT_FORM: &str = "a tile body holds `wait!(..);`, `signal!(..);` and tile-op calls such as `row_sum(a.tile([i, j], [32, 32]), ..);`";
+const STMT_FORM: &str =
+    "a tile body holds `wait!(..);`, `signal!(..);` and tile-op calls such as `row_sum(a.tile([i, j], [32, 32]), ..);`";
 
 fn tile_stmt(stmt: &Stmt) -> syn::Result<TileStmt> {
     let mac = match stmt {
@@ -300,10 +250,7 @@ fn tile_stmt(stmt: &Stmt) -> syn::Result<TileStmt> {
         let mut access: AccessExpr = match macro_name(mac).as_deref() {
             Some("wait") | Some("signal") => mac.parse_body()?,
             Some("tile") => {
-                return Err(syn::Error::new(
-                    mac.path.span(),
-                    "`tile!` groups cannot be nested",
-                ));
+                return Err(syn::Error::new(mac.path.span(), "`tile!` groups cannot be nested"));
             }
             Some("event") => {
                 return Err(syn::Error::new(
@@ -324,17 +271,10 @@ fn tile_stmt(stmt: &Stmt) -> syn::Result<TileStmt> {
     match stmt {
         Stmt::Expr(Expr::Call(call), _) => {
             let Expr::Path(p) = &*call.func else {
-                return Err(syn::Error::new(
-                    call.func.span(),
-                    "expected the name of a tile op",
-                ));
+                return Err(syn::Error::new(call.func.span(), "expected the name of a tile op"));
             };
             let args = call.args.iter().map(op_arg).collect::<syn::Result<_>>()?;
-            Ok(TileStmt::Op(OpCall {
-                func: p.path.clone(),
-                args,
-                span: stmt.span(),
-            }))
+            Ok(TileStmt::Op(OpCall { func: p.path.clone(), args, span: stmt.span() }))
         }
         other => Err(syn::Error::new(other.span(), STMT_FORM)),
     }
@@ -345,10 +285,7 @@ fn op_arg(e: &Expr) -> syn::Result<OpArg> {
         && (mc.method == "tile" || mc.method == "tile_mut" || mc.method == "tile_ref")
     {
         let Expr::Path(recv) = &*mc.receiver else {
-            return Err(syn::Error::new(
-                mc.receiver.span(),
-                "expected a tensor parameter before `.tile(..)`",
-            ));
+            return Err(syn::Error::new(mc.receiver.span(), "expected a tensor parameter before `.tile(..)`"));
         };
         let tensor = recv
             .path
@@ -356,13 +293,8 @@ fn op_arg(e: &Expr) -> syn::Result<OpArg> {
             .cloned()
             .ok_or_else(|| syn::Error::new(recv.span(), "expected a tensor parameter"))?;
         let args: Vec<&Expr> = mc.args.iter().collect();
-        let (Some(Expr::Array(index)), Some(Expr::Array(size)), 2) =
-            (args.first(), args.get(1), args.len())
-        else {
-            return Err(syn::Error::new(
-                mc.span(),
-                "expected `tensor.tile([index..], [extent..])`",
-            ));
+        let (Some(Expr::Array(index)), Some(Expr::Array(size)), 2) = (args.first(), args.get(1), args.len()) else {
+            return Err(syn::Error::new(mc.span(), "expected `tensor.tile([index..], [extent..])`"));
         };
         return Ok(OpArg::Tile(TileArg {
             tensor,
@@ -391,12 +323,7 @@ impl Parse for AccessExpr {
         if !input.is_empty() {
             return Err(input.error("expected a single access such as `done[i]`"));
         }
-        Ok(AccessExpr {
-            event,
-            indices,
-            span: Span::call_site(),
-            tokens: TokenStream::new(),
-        })
+        Ok(AccessExpr { event, indices, span: Span::call_site(), tokens: TokenStream::new() })
     }
 }
 
@@ -407,27 +334,15 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
         bracketed!(content in input);
         let at: Punctuated<Expr, Token![,]> = Punctuated::parse_terminated(&content)?;
         let tokens = quote::quote!(#tensor[#at]);
-        return Ok(IndexExpr::Data {
-            tensor,
-            at: at.into_iter().collect(),
-            tokens,
-        });
+        return Ok(IndexExpr::Data { tensor, at: at.into_iter().collect(), tokens });
     }
     let e: Expr = input.parse()?;
     Ok(match e {
         Expr::Range(r) => {
             if let syn::RangeLimits::Closed(t) = r.limits {
-                return Err(syn::Error::new(
-                    t.span(),
-                    "use a half-open range `a .. b` in an event access",
-                ));
+                return Err(syn::Error::new(t.span(), "use a half-open range `a .. b` in an event access"));
             }
-            IndexExpr::Range {
-                span: r.span(),
-                tokens: r.to_token_stream(),
-                start: r.start,
-                end: r.end,
-            }
+            IndexExpr::Range { span: r.span(), tokens: r.to_token_stream(), start: r.start, end: r.end }
         }
         e => IndexExpr::At(e),
     })

@@ -54,9 +54,7 @@ impl<'a> TaskContext<'a> {
         let exec = self.exec;
         let spec = &exec.resolved.spec.groups[self.group].waits[access];
         let mut elements = Vec::new();
-        exec.resolved
-            .access_elements(spec, &self.vars, &mut elements)
-            .expect("access resolved at launch");
+        exec.resolved.access_elements(spec, &self.vars, &mut elements).expect("access resolved at launch");
         for el in elements {
             self.wait_element(el);
         }
@@ -72,10 +70,7 @@ impl<'a> TaskContext<'a> {
             }
             std::hint::spin_loop();
         }
-        if let Some(report) =
-            exec.monitor
-                .block(self.worker, self.task, el, &exec.resolved, &exec.counters)
-        {
+        if let Some(report) = exec.monitor.block(self.worker, self.task, el, &exec.resolved, &exec.counters) {
             exec.fail_deadlock(report);
         }
         let started = Instant::now();
@@ -108,9 +103,7 @@ impl<'a> TaskContext<'a> {
         let exec = self.exec;
         let spec = &exec.resolved.spec.groups[self.group].signals[access];
         let mut elements = Vec::new();
-        exec.resolved
-            .access_elements(spec, &self.vars, &mut elements)
-            .expect("access resolved at launch");
+        exec.resolved.access_elements(spec, &self.vars, &mut elements).expect("access resolved at launch");
         for el in elements {
             let now = exec.counters[el as usize].fetch_add(1, Ordering::AcqRel) + 1;
             if now == exec.resolved.target[el as usize] {

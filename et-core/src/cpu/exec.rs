@@ -60,10 +60,7 @@ impl Execution<'_> {
     }
 
     pub(crate) fn fail_deadlock(&self, blocked: Vec<BlockedWait>) -> ! {
-        self.fail(Error::Deadlock {
-            kernel: self.kernel.name().to_string(),
-            blocked,
-        });
+        self.fail(Error::Deadlock { kernel: self.kernel.name().to_string(), blocked });
         std::panic::resume_unwind(Box::new(Aborted))
     }
 
@@ -74,11 +71,7 @@ impl Execution<'_> {
             value: self.counters[el as usize].load(Ordering::Acquire),
             expected: self.resolved.target[el as usize],
         };
-        self.fail(Error::Watchdog {
-            kernel: self.kernel.name().to_string(),
-            wait,
-            limit: self.options.watchdog,
-        });
+        self.fail(Error::Watchdog { kernel: self.kernel.name().to_string(), wait, limit: self.options.watchdog });
         std::panic::resume_unwind(Box::new(Aborted))
     }
 
@@ -102,14 +95,7 @@ impl Execution<'_> {
     /// Runs one task; returns false when the launch must stop.
     fn run_task(&self, task: TaskId, worker: usize, rng: &mut Option<SplitMix64>) -> bool {
         let (group, vars) = self.resolved.vars_of(task);
-        let ctx = TaskContext {
-            exec: self,
-            task,
-            group,
-            vars,
-            worker,
-            rng: RefCell::new(rng.take()),
-        };
+        let ctx = TaskContext { exec: self, task, group, vars, worker, rng: RefCell::new(rng.take()) };
         ctx.chaos_delay();
         let t0 = self.start.elapsed();
         let result = catch_unwind(AssertUnwindSafe(|| (self.kernel.cpu_tasks[group])(&ctx)));
@@ -134,10 +120,7 @@ impl Execution<'_> {
                     .cloned()
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "(non-string panic)".into());
-                self.fail(Error::TaskPanic {
-                    task: self.resolved.describe_task(task),
-                    message,
-                });
+                self.fail(Error::TaskPanic { task: self.resolved.describe_task(task), message });
                 false
             }
         }
@@ -150,10 +133,7 @@ impl Execution<'_> {
             }
         }
         if let Some(report) = self.monitor.retire(&self.resolved, &self.counters) {
-            self.fail(Error::Deadlock {
-                kernel: self.kernel.name().to_string(),
-                blocked: report,
-            });
+            self.fail(Error::Deadlock { kernel: self.kernel.name().to_string(), blocked: report });
         }
     }
 
@@ -175,10 +155,7 @@ impl Execution<'_> {
                     if g.running == 0 {
                         let blocked = self.never_ready(&g);
                         drop(g);
-                        self.fail(Error::Deadlock {
-                            kernel: self.kernel.name().to_string(),
-                            blocked,
-                        });
+                        self.fail(Error::Deadlock { kernel: self.kernel.name().to_string(), blocked });
                         return;
                     }
                     g = cv.wait_timeout(g, Duration::from_millis(5)).unwrap().0;
@@ -203,9 +180,12 @@ impl Execution<'_> {
             if q.pending[t as usize] == 0 {
                 continue;
             }
-            if let Some(&el) = r.waits.row(t as usize).iter().find(|&&el| {
-                self.counters[el as usize].load(Ordering::Acquire) < r.target[el as usize]
-            }) {
+            if let Some(&el) = r
+                .waits
+                .row(t as usize)
+                .iter()
+                .find(|&&el| self.counters[el as usize].load(Ordering::Acquire) < r.target[el as usize])
+            {
                 out.push(BlockedWait {
                     task: r.describe_task(t),
                     element: r.describe_element(el),
@@ -250,19 +230,9 @@ pub(crate) fn run(
     let queue = (schedule == ScheduleKind::Dynamic).then(|| {
         let plan = DynamicPlan::new(&resolved);
         let ready = plan.seeds.iter().copied().collect();
-        (
-            Mutex::new(ReadyQueue {
-                ready,
-                pending: plan.pending,
-                running: 0,
-                done: 0,
-            }),
-            Condvar::new(),
-        )
+        (Mutex::new(ReadyQueue { ready, pending: plan.pending, running: 0, done: 0 }), Condvar::new())
     });
-    let counters = (0..resolved.n_elements)
-        .map(|_| AtomicU32::new(0))
-        .collect();
+    let counters = (0..resolved.n_elements).map(|_| AtomicU32::new(0)).collect();
     let tasks = resolved.n_tasks;
     let exec = Execution {
         kernel,
@@ -277,13 +247,8 @@ pub(crate) fn run(
         spans: Mutex::new(Vec::new()),
         start: Instant::now(),
     };
-    let seeds: Vec<Option<SplitMix64>> = (0..workers)
-        .map(|w| {
-            chaos
-                .as_mut()
-                .map(|r| SplitMix64::new(r.next_u64() ^ w as u64))
-        })
-        .collect();
+    let seeds: Vec<Option<SplitMix64>> =
+        (0..workers).map(|w| chaos.as_mut().map(|r| SplitMix64::new(r.next_u64() ^ w as u64))).collect();
     std::thread::scope(|s| {
         for (w, rng) in seeds.into_iter().enumerate() {
             let exec = &exec;
@@ -307,14 +272,7 @@ pub(crate) fn run(
         write_chrome_trace(path, kernel.name(), "worker", &spans)?;
     }
     Ok(LaunchReport {
-        backend: format!(
-            "cpu ({workers} workers{})",
-            if options.chaos.is_some() {
-                ", chaos"
-            } else {
-                ""
-            }
-        ),
+        backend: format!("cpu ({workers} workers{})", if options.chaos.is_some() { ", chaos" } else { "" }),
         schedule,
         tasks,
         workers,

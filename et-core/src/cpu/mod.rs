@@ -38,19 +38,13 @@ impl Default for Cpu {
 impl Cpu {
     /// A CPU backend with one worker per available core (at least 2).
     pub fn new() -> Self {
-        let n = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
-        Cpu {
-            workers: n.clamp(2, 16),
-        }
+        let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        Cpu { workers: n.clamp(2, 16) }
     }
 
     /// A CPU backend with `workers` threads.
     pub fn with_workers(workers: usize) -> Self {
-        Cpu {
-            workers: workers.max(1),
-        }
+        Cpu { workers: workers.max(1) }
     }
 
     /// Default worker count.
@@ -74,14 +68,8 @@ impl LaunchTensors for HostTensors<'_> {
         // generated `launch` holds the borrow); integer dtypes are 4 bytes.
         unsafe {
             match raw.dtype {
-                DType::I32 => std::slice::from_raw_parts(raw.addr as *const i32, n)
-                    .iter()
-                    .map(|&v| v as i64)
-                    .collect(),
-                DType::U32 => std::slice::from_raw_parts(raw.addr as *const u32, n)
-                    .iter()
-                    .map(|&v| v as i64)
-                    .collect(),
+                DType::I32 => std::slice::from_raw_parts(raw.addr as *const i32, n).iter().map(|&v| v as i64).collect(),
+                DType::U32 => std::slice::from_raw_parts(raw.addr as *const u32, n).iter().map(|&v| v as i64).collect(),
                 other => panic!("tensor {t} of dtype {other} read as indices"),
             }
         }
@@ -103,19 +91,10 @@ impl Backend for Cpu {
         Ok(tensor.clone())
     }
 
-    fn launch(
-        &self,
-        kernel: &'static Kernel,
-        args: &[RawTensor],
-        options: &LaunchOptions,
-    ) -> Result<LaunchReport> {
+    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> Result<LaunchReport> {
         kernel.check_dtypes(args)?;
         let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;
-        let workers = options.workers.unwrap_or(if options.chaos.is_some() {
-            4
-        } else {
-            self.workers
-        });
+        let workers = options.workers.unwrap_or(if options.chaos.is_some() { 4 } else { self.workers });
         exec::run(kernel, resolved, args, options, workers)
     }
 }

@@ -23,12 +23,7 @@ pub(crate) struct Monitor {
 
 impl Monitor {
     pub(crate) fn new(workers: usize) -> Self {
-        Monitor {
-            state: Mutex::new(State {
-                blocked: vec![None; workers],
-                live: workers,
-            }),
-        }
+        Monitor { state: Mutex::new(State { blocked: vec![None; workers], live: workers }) }
     }
 
     /// Registers a blocked wait; returns the deadlock report if this completes one.
@@ -50,20 +45,12 @@ impl Monitor {
     }
 
     /// Re-examines the state (called periodically by blocked workers).
-    pub(crate) fn recheck(
-        &self,
-        r: &Resolved<'_>,
-        counters: &[AtomicU32],
-    ) -> Option<Vec<BlockedWait>> {
+    pub(crate) fn recheck(&self, r: &Resolved<'_>, counters: &[AtomicU32]) -> Option<Vec<BlockedWait>> {
         Self::deadlock(&self.state.lock().unwrap(), r, counters)
     }
 
     /// A worker finished its queue; the remaining ones may now all be blocked.
-    pub(crate) fn retire(
-        &self,
-        r: &Resolved<'_>,
-        counters: &[AtomicU32],
-    ) -> Option<Vec<BlockedWait>> {
+    pub(crate) fn retire(&self, r: &Resolved<'_>, counters: &[AtomicU32]) -> Option<Vec<BlockedWait>> {
         let mut s = self.state.lock().unwrap();
         s.live -= 1;
         Self::deadlock(&s, r, counters)
@@ -81,12 +68,7 @@ impl Monitor {
             if value >= expected {
                 return None; // it is about to wake up
             }
-            report.push(BlockedWait {
-                task: r.describe_task(task),
-                element: r.describe_element(el),
-                value,
-                expected,
-            });
+            report.push(BlockedWait { task: r.describe_task(task), element: r.describe_element(el), value, expected });
         }
         Some(report)
     }

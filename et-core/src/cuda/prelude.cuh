@@ -131,6 +131,7 @@ struct Runtime {
     unsigned int* abort_flag;            // set once by the watchdog
     unsigned long long* error;           // [task, element, value, expected]
     unsigned long long* trace;           // 3 words per task, or null
+    unsigned int* host_status;           // host-mapped: set to 1 on abort (read after sync)
     unsigned long long watchdog_ns;
     unsigned int epoch;                  // launches since the counters were zeroed, this one included
     unsigned int n_tasks;
@@ -185,24 +186,32 @@ struct Ctx {
             rt.error[2] = value;
             rt.error[3] = expected;
             __threadfence();
+            *rt.host_status = 1u;
+            __threadfence_system();
         }
     }
 
     // Spins until `*p >= want` (wrapping compare), by thread 0 only; false on abort.
+    // Polls busily first (a signal usually lands within a few L2 round trips), then backs
+    // off with __nanosleep; the abort flag and the watchdog are checked every 16 polls.
     __device__ bool spin_until(const unsigned int* p, unsigned int want, unsigned int element, unsigned int expected) {
         unsigned int v = ld_acquire(p);
         if ((int)(v - want) >= 0) return true;
         const unsigned long long start = global_timer();
         unsigned int backoff = 32;
-        for (;;) {
-            __nanosleep(backoff);
-            if (backoff < 256) backoff <<= 1;
+        for (unsigned int i = 1;; ++i) {
+            if (i > 64) {
+                __nanosleep(backoff);
+                if (backoff < 256) backoff <<= 1;
+            }
             v = ld_acquire(p);
             if ((int)(v - want) >= 0) return true;
-            if (ld_acquire(rt.abort_flag) != 0) return false;
-            if (global_timer() - start > rt.watchdog_ns) {
-                raise(element, v - (want - expected), expected);
-                return false;
+            if ((i & 15) == 0) {
+                if (ld_acquire(rt.abort_flag) != 0) return false;
+                if (global_timer() - start > rt.watchdog_ns) {
+                    raise(element, v - (want - expected), expected);
+                    return false;
+                }
             }
         }
     }
@@ -245,27 +254,27 @@ struct Ctx {
         }
     }
 
-    // Next task for this CTA; false when there is none left (or on abort).
-    __device__ bool next(unsigned int& cursor, unsigned int& out) {
+    // Next task for this CTA; false when there is none left (or on abort). Static: the
+    // CTA's slice [cursor, end) of the queue table; dynamic: the shared ready queue.
+    // A stuck static CTA is always stuck in a wait, which sees the abort flag, so the
+    // static path does not poll it here.
+    __device__ bool next(unsigned int& cursor, unsigned int end, unsigned int& out) {
         __shared__ unsigned int s_task;
         __shared__ int s_more;
         if (threadIdx.x == 0) {
             s_more = 0;
-            if (ld_acquire(rt.abort_flag) == 0) {
-                if (!rt.dynamic) {
-                    const unsigned int k = rt.queue_offsets[blockIdx.x] + cursor;
-                    if (k < rt.queue_offsets[blockIdx.x + 1]) { s_task = rt.queue_tasks[k]; s_more = 1; }
-                    ++cursor;
-                } else {
-                    const unsigned int h = atomicAdd(rt.dyn_state, 1u);
-                    if (h < rt.n_seeds) {
-                        s_task = rt.seeds[h];
-                        s_more = 1;
-                    } else if (h < rt.n_tasks) {
-                        const unsigned int slot = h - rt.n_seeds;
-                        const unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
-                        if (spin_until(ready + slot, 1u, 0xffffffffu, 1u)) { s_task = ld_acquire(ready + slot) - 1u; s_more = 1; }
-                    }
+            if (!rt.dynamic) {
+                if (cursor < end) { s_task = __ldg(rt.queue_tasks + cursor); s_more = 1; }
+                ++cursor;
+            } else if (ld_acquire(rt.abort_flag) == 0) {
+                const unsigned int h = atomicAdd(rt.dyn_state, 1u);
+                if (h < rt.n_seeds) {
+                    s_task = __ldg(rt.seeds + h);
+                    s_more = 1;
+                } else if (h < rt.n_tasks) {
+                    const unsigned int slot = h - rt.n_seeds;
+                    const unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
+                    if (spin_until(ready + slot, 1u, 0xffffffffu, 1u)) { s_task = ld_acquire(ready + slot) - 1u; s_more = 1; }
                 }
             }
         }
@@ -280,10 +289,10 @@ struct Ctx {
     // Decodes a task id into its group and tile indices (row-major in the domain).
     __device__ int decode(unsigned int t, long long (&v)[ET_MAX_RANK]) const {
         int g = 0;
-        while (g + 1 < rt.n_groups && t >= rt.group_first[g + 1]) ++g;
-        long long rest = t - rt.group_first[g];
+        while (g + 1 < rt.n_groups && t >= __ldg(rt.group_first + g + 1)) ++g;
+        long long rest = t - __ldg(rt.group_first + g);
         for (int d = ET_MAX_RANK - 1; d >= 0; --d) {
-            const long long ext = rt.group_domain[g * ET_MAX_RANK + d];
+            const long long ext = __ldg(rt.group_domain + g * ET_MAX_RANK + d);
             v[d] = rest % ext;
             rest /= ext;
         }
@@ -300,5 +309,29 @@ struct Ctx {
         if (rt.trace && threadIdx.x == 0) rt.trace[3 * t + 2] = global_timer();
     }
 };
+
+// The persistent loop of a megakernel: every CTA takes tasks until none is left and runs
+// each through `dispatch(ctx, group, indices)` (the generated switch over tile groups).
+template <class Dispatch>
+__device__ __forceinline__ void persistent_loop(const Runtime& rt, Dispatch dispatch) {
+    __shared__ int s_abort;
+    if (threadIdx.x == 0) s_abort = 0;
+    __syncthreads();
+    Ctx ctx(rt, &s_abort);
+    unsigned int cursor = 0, end = 0, task = 0;
+    if (!rt.dynamic) {
+        cursor = __ldg(rt.queue_offsets + blockIdx.x);
+        end = __ldg(rt.queue_offsets + blockIdx.x + 1);
+    }
+    while (ctx.next(cursor, end, task)) {
+        long long v[ET_MAX_RANK];
+        const int g = ctx.decode(task, v);
+        ctx.trace_begin(task);
+        dispatch(ctx, g, v);
+        __syncthreads();
+        if (s_abort) return;
+        ctx.trace_end(task);
+    }
+}
 
 } // namespace et

@@ -18,11 +18,7 @@ pub fn kernel(
     Box::leak(Box::new(Kernel {
         graph: graph(name, dims, tensors, events, groups),
         cpu_tasks: cpu,
-        cuda: CudaSource {
-            body: "",
-            ops: &[],
-            block_threads: 128,
-        },
+        cuda: CudaSource { body: "", ops: &[], block_threads: 128 },
         module_path: module_path!(),
         file: file!(),
     }))
@@ -53,11 +49,7 @@ pub fn split_row_sum(drop_wait: bool) -> &'static Kernel {
     }
     let r32 = dim(0).scale(32);
     kernel(
-        if drop_wait {
-            "split_row_sum_missing_wait"
-        } else {
-            "split_row_sum"
-        },
+        if drop_wait { "split_row_sum_missing_wait" } else { "split_row_sum" },
         vec![symbolic("R")],
         vec![
             tensor("a", DType::F32, vec![r32.clone(), lit(128)], Access::Read),
@@ -66,30 +58,16 @@ pub fn split_row_sum(drop_wait: bool) -> &'static Kernel {
         ],
         vec![event("done", vec![dim(0)], Count::Inferred)],
         vec![
-            group(
-                "partial",
-                &["i", "j"],
-                vec![dim(0), lit(4)],
-                vec![],
-                vec![at(0, vec![point(var(0))])],
-            ),
+            group("partial", &["i", "j"], vec![dim(0), lit(4)], vec![], vec![at(0, vec![point(var(0))])]),
             group(
                 "total",
                 &["i"],
                 vec![dim(0)],
-                if drop_wait {
-                    vec![]
-                } else {
-                    vec![at(0, vec![point(var(0))])]
-                },
+                if drop_wait { vec![] } else { vec![at(0, vec![point(var(0))])] },
                 vec![],
             ),
         ],
-        if drop_wait {
-            &[partial, total_no_wait]
-        } else {
-            &[partial, total]
-        },
+        if drop_wait { &[partial, total_no_wait] } else { &[partial, total] },
     )
 }
 

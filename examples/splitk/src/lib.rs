@@ -62,9 +62,7 @@ pub fn gemm_reference(a: &Tensor<bf16>, b: &Tensor<bf16>) -> Tensor<bf16> {
     let mut c = vec![bf16::ZERO; m * n];
     for i in 0..m {
         for j in 0..n {
-            let acc: f64 = (0..k)
-                .map(|p| av[i * k + p].to_f64() * bv[p * n + j].to_f64())
-                .sum();
+            let acc: f64 = (0..k).map(|p| av[i * k + p].to_f64() * bv[p * n + j].to_f64()).sum();
             c[i * n + j] = bf16::from_f64(acc);
         }
     }
@@ -75,13 +73,6 @@ pub fn gemm_reference(a: &Tensor<bf16>, b: &Tensor<bf16>) -> Tensor<bf16> {
 pub fn row_sum_reference(a: &Tensor<f32>) -> Tensor<f32> {
     let (rows, cols) = (a.shape()[0], a.shape()[1]);
     let v = a.as_slice();
-    let c = (0..rows)
-        .map(|r| {
-            v[r * cols..(r + 1) * cols]
-                .iter()
-                .map(|&x| x as f64)
-                .sum::<f64>() as f32
-        })
-        .collect();
+    let c = (0..rows).map(|r| v[r * cols..(r + 1) * cols].iter().map(|&x| x as f64).sum::<f64>() as f32).collect();
     Tensor::from_vec(&[rows], c).expect("shape")
 }

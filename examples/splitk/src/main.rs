@@ -7,9 +7,7 @@ use std::time::Instant;
 
 use et_core::prelude::*;
 use et_core::relative_error;
-use splitk::{
-    K_SLICE, SPLITS, TILE, gemm_reference, row_sum_reference, split_row_sum, splitk_gemm,
-};
+use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, row_sum_reference, split_row_sum, splitk_gemm};
 
 struct Sizes {
     m: usize,
@@ -19,12 +17,7 @@ struct Sizes {
 }
 
 fn sizes() -> Result<Sizes, String> {
-    let mut s = Sizes {
-        m: 4,
-        n: 4,
-        rows: 16,
-        cpu: false,
-    };
+    let mut s = Sizes { m: 4, n: 4, rows: 16, cpu: false };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -33,17 +26,13 @@ fn sizes() -> Result<Sizes, String> {
             continue;
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let v: usize = value
-            .parse()
-            .map_err(|_| format!("{flag} takes a positive whole number, not `{value}`"))?;
+        let v: usize = value.parse().map_err(|_| format!("{flag} takes a positive whole number, not `{value}`"))?;
         match flag.as_str() {
             "--m" => s.m = v,
             "--n" => s.n = v,
             "--rows" => s.rows = v,
             other => {
-                return Err(format!(
-                    "unknown flag {other}; expected --m, --n, --rows (tile counts) or --cpu"
-                ));
+                return Err(format!("unknown flag {other}; expected --m, --n, --rows (tile counts) or --cpu"));
             }
         }
     }
@@ -71,10 +60,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         Err(why) => {
             let cpu = Cpu::new();
-            println!(
-                "no GPU ({why}); running on the CPU backend: {}",
-                cpu.describe()
-            );
+            println!("no GPU ({why}); running on the CPU backend: {}", cpu.describe());
             run_on(&cpu, &s)
         }
     }
@@ -99,23 +85,11 @@ fn run_on<B: Backend>(backend: &B, s: &Sizes) -> Result<(), Box<dyn std::error::
         report.schedule,
         report.elapsed.as_secs_f64() * 1e3,
         wall.as_secs_f64() * 1e3,
-        if report.compiled {
-            ", compiling included"
-        } else {
-            ""
-        }
+        if report.compiled { ", compiling included" } else { "" }
     );
-    println!(
-        "  c[0, 0..4] = {:?}",
-        &c.as_slice()[..4]
-            .iter()
-            .map(|v| v.to_f32())
-            .collect::<Vec<_>>()
-    );
+    println!("  c[0, 0..4] = {:?}", &c.as_slice()[..4].iter().map(|v| v.to_f32()).collect::<Vec<_>>());
     if err > 1e-2 {
-        return Err(
-            format!("splitk_gemm disagrees with the reference: relative error {err:.3e}").into(),
-        );
+        return Err(format!("splitk_gemm disagrees with the reference: relative error {err:.3e}").into());
     }
 
     let rows = s.rows * 32;
@@ -132,10 +106,7 @@ fn run_on<B: Backend>(backend: &B, s: &Sizes) -> Result<(), Box<dyn std::error::
         report.elapsed.as_secs_f64() * 1e3
     );
     if err > 1e-5 {
-        return Err(format!(
-            "split_row_sum disagrees with the reference: relative error {err:.3e}"
-        )
-        .into());
+        return Err(format!("split_row_sum disagrees with the reference: relative error {err:.3e}").into());
     }
     println!("ok");
     Ok(())

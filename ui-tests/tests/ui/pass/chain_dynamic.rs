@@ -3,11 +3,7 @@
 use et_core::prelude::*;
 
 #[megakernel(schedule = "dynamic")]
-pub fn prefix_chain(
-    x: &Tensor<f32, { [N] }>,
-    out: &mut Tensor<f32, { [N + 1] }>,
-    zero: &Tensor<f32, { [1] }>,
-) {
+pub fn prefix_chain(x: &Tensor<f32, { [N] }>, out: &mut Tensor<f32, { [N + 1] }>, zero: &Tensor<f32, { [1] }>) {
     let e = event!([N + 1]);
     tile!(seed[z] in [1] {
         add(zero.tile([0], [1]), zero.tile([0], [1]), out.tile([0], [1]));
@@ -26,10 +22,7 @@ pub fn check<B: Backend>(backend: &B, n: usize, chaos: Option<u64>) {
     let dx = backend.upload(&x).unwrap();
     let zero = backend.upload(&Tensor::<f32>::zeros(&[1])).unwrap();
     let mut dout = backend.upload(&Tensor::<f32>::poisoned(&[n + 1])).unwrap();
-    let opts = LaunchOptions {
-        chaos,
-        ..Default::default()
-    };
+    let opts = LaunchOptions { chaos, ..Default::default() };
     let report = prefix_chain::launch_with(backend, &opts, &dx, &mut dout, &zero).unwrap();
     assert_eq!(report.schedule, ScheduleKind::Dynamic);
     let out = backend.download(&dout).unwrap();

@@ -60,22 +60,13 @@ pub fn check<B: Backend>(backend: &B, experts: usize, seed: u64, chaos: Option<u
     for &r in &routes {
         counts[r as usize] += 1;
     }
-    let topk = backend
-        .upload(&Tensor::from_vec(&[16, 2], routes.clone()).unwrap())
-        .unwrap();
-    let counts = backend
-        .upload(&Tensor::from_vec(&[experts], counts).unwrap())
-        .unwrap();
+    let topk = backend.upload(&Tensor::from_vec(&[16, 2], routes.clone()).unwrap()).unwrap();
+    let counts = backend.upload(&Tensor::from_vec(&[experts], counts).unwrap()).unwrap();
     let x = Tensor::<f32>::random(&[16, 8], seed);
     let dx = backend.upload(&x).unwrap();
     let mut slots = backend.upload(&Tensor::<f32>::poisoned(&[32, 8])).unwrap();
-    let mut dy = backend
-        .upload(&Tensor::<f32>::poisoned(&[experts, 8]))
-        .unwrap();
-    let opts = LaunchOptions {
-        chaos,
-        ..Default::default()
-    };
+    let mut dy = backend.upload(&Tensor::<f32>::poisoned(&[experts, 8])).unwrap();
+    let opts = LaunchOptions { chaos, ..Default::default() };
     moe_gather::launch_with(backend, &opts, &topk, &counts, &dx, &mut slots, &mut dy).unwrap();
     let y = backend.download(&dy).unwrap();
     for e in 0..experts {
@@ -86,10 +77,7 @@ pub fn check<B: Backend>(backend: &B, experts: usize, seed: u64, chaos: Option<u
                     want += x.get(&[slot / 2, c]) + x.get(&[slot / 2, c]);
                 }
             }
-            assert!(
-                (y.get(&[e, c]) - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                "expert {e} column {c}"
-            );
+            assert!((y.get(&[e, c]) - want).abs() <= 1e-5 * (1.0 + want.abs()), "expert {e} column {c}");
         }
     }
 }

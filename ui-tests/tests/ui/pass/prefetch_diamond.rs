@@ -40,16 +40,9 @@ pub fn diamond(
 pub fn check<B: Backend>(backend: &B, blocks: usize, chaos: Option<u64>) {
     let x = Tensor::<f32>::random(&[blocks * 16], 4);
     let dx = backend.upload(&x).unwrap();
-    let poisoned = || {
-        backend
-            .upload(&Tensor::<f32>::poisoned(&[blocks * 16]))
-            .unwrap()
-    };
+    let poisoned = || backend.upload(&Tensor::<f32>::poisoned(&[blocks * 16])).unwrap();
     let (mut s, mut l, mut r, mut dy) = (poisoned(), poisoned(), poisoned(), poisoned());
-    let opts = LaunchOptions {
-        chaos,
-        ..Default::default()
-    };
+    let opts = LaunchOptions { chaos, ..Default::default() };
     diamond::launch_with(backend, &opts, &dx, &mut s, &mut l, &mut r, &mut dy).unwrap();
     let y = backend.download(&dy).unwrap();
     for (i, &v) in x.as_slice().iter().enumerate() {

@@ -31,30 +31,16 @@ pub fn block_sums(
 pub fn check<B: Backend>(backend: &B, k: usize, chaos: Option<u64>) {
     let x = Tensor::<f32>::random(&[k * 8, 16], k as u64);
     let dx = backend.upload(&x).unwrap();
-    let mut part = backend
-        .upload(&Tensor::<f32>::poisoned(&[k * 8, 16]))
-        .unwrap();
-    let mut dblock = backend
-        .upload(&Tensor::<f32>::poisoned(&[k * 8, 1]))
-        .unwrap();
+    let mut part = backend.upload(&Tensor::<f32>::poisoned(&[k * 8, 16])).unwrap();
+    let mut dblock = backend.upload(&Tensor::<f32>::poisoned(&[k * 8, 1])).unwrap();
     let mut dtotal = backend.upload(&Tensor::<f32>::poisoned(&[8])).unwrap();
-    let opts = LaunchOptions {
-        chaos,
-        ..Default::default()
-    };
+    let opts = LaunchOptions { chaos, ..Default::default() };
     block_sums::launch_with(backend, &opts, &dx, &mut part, &mut dblock, &mut dtotal).unwrap();
-    let (block, total) = (
-        backend.download(&dblock).unwrap(),
-        backend.download(&dtotal).unwrap(),
-    );
+    let (block, total) = (backend.download(&dblock).unwrap(), backend.download(&dtotal).unwrap());
     for r in 0..k * 8 {
         let want: f32 = (0..16).map(|c| x.get(&[r, c]) + x.get(&[r, c])).sum();
         let close = |v: f32| (v - want).abs() <= 1e-5 * (1.0 + want.abs());
-        assert!(
-            close(block.get(&[r, 0])),
-            "block row {r}: {} vs {want}",
-            block.get(&[r, 0])
-        );
+        assert!(close(block.get(&[r, 0])), "block row {r}: {} vs {want}", block.get(&[r, 0]));
         if r < 8 {
             assert!(close(total.get(&[r])), "total {r}");
         }

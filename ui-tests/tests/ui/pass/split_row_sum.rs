@@ -22,27 +22,14 @@ pub fn split_row_sum(
 pub fn check<B: Backend>(backend: &B, rows: usize, chaos: Option<u64>) {
     let a = Tensor::<f32>::random(&[rows * 32, 128], rows as u64);
     let da = backend.upload(&a).unwrap();
-    let mut part = backend
-        .upload(&Tensor::<f32>::poisoned(&[rows * 32, 4]))
-        .unwrap();
-    let mut dc = backend
-        .upload(&Tensor::<f32>::poisoned(&[rows * 32]))
-        .unwrap();
-    let opts = LaunchOptions {
-        chaos,
-        ..Default::default()
-    };
+    let mut part = backend.upload(&Tensor::<f32>::poisoned(&[rows * 32, 4])).unwrap();
+    let mut dc = backend.upload(&Tensor::<f32>::poisoned(&[rows * 32])).unwrap();
+    let opts = LaunchOptions { chaos, ..Default::default() };
     split_row_sum::launch_with(backend, &opts, &da, &mut part, &mut dc).unwrap();
     let c = backend.download(&dc).unwrap();
     for r in 0..rows * 32 {
-        let want: f32 = (0..4)
-            .map(|j| (0..32).map(|k| a.get(&[r, j * 32 + k])).sum::<f32>())
-            .sum();
-        assert!(
-            (c.get(&[r]) - want).abs() <= 1e-4 * (1.0 + want.abs()),
-            "row {r}: {} vs {want}",
-            c.get(&[r])
-        );
+        let want: f32 = (0..4).map(|j| (0..32).map(|k| a.get(&[r, j * 32 + k])).sum::<f32>()).sum();
+        assert!((c.get(&[r]) - want).abs() <= 1e-4 * (1.0 + want.abs()), "row {r}: {} vs {want}", c.get(&[r]));
     }
 }
 

@@ -23,15 +23,7 @@ pub fn gemv_rows(
 pub fn reference(w: &Tensor<bf16>, x: &Tensor<bf16>) -> Vec<f32> {
     let batch = x.shape()[0];
     (0..batch)
-        .map(|b| {
-            (0..64)
-                .map(|r| {
-                    (0..64)
-                        .map(|k| w.get(&[r, k]).to_f32() * x.get(&[b, k]).to_f32())
-                        .sum::<f32>()
-                })
-                .sum()
-        })
+        .map(|b| (0..64).map(|r| (0..64).map(|k| w.get(&[r, k]).to_f32() * x.get(&[b, k]).to_f32()).sum::<f32>()).sum())
         .collect()
 }
 
@@ -40,23 +32,15 @@ pub fn check<B: Backend>(backend: &B, batch: usize, chaos: Option<u64>) {
     let w = Tensor::<bf16>::random(&[64, 64], 1);
     let x = Tensor::<bf16>::random(&[batch, 64], batch as u64);
     let (dw, dx) = (backend.upload(&w).unwrap(), backend.upload(&x).unwrap());
-    let mut y = backend
-        .upload(&Tensor::<f32>::poisoned(&[batch, 64]))
-        .unwrap();
+    let mut y = backend.upload(&Tensor::<f32>::poisoned(&[batch, 64])).unwrap();
     let mut ds = backend.upload(&Tensor::<f32>::poisoned(&[batch])).unwrap();
-    let opts = LaunchOptions {
-        chaos,
-        ..Default::default()
-    };
+    let opts = LaunchOptions { chaos, ..Default::default() };
     gemv_rows::launch_with(backend, &opts, &dw, &dx, &mut y, &mut ds).unwrap();
     let s = backend.download(&ds).unwrap();
     let want = reference(&w, &x);
     for (b, &want) in want.iter().enumerate() {
         let got = s.get(&[b]);
-        assert!(
-            (got - want).abs() <= 1e-3 * (1.0 + want.abs()),
-            "batch {b}: {got} vs {want}"
-        );
+        assert!((got - want).abs() <= 1e-3 * (1.0 + want.abs()), "batch {b}: {got} vs {want}");
     }
 }
 
@@ -71,8 +55,5 @@ fn main() {
     let x = Tensor::<bf16>::zeros(&[17, 64]);
     let (mut y, mut s) = (Tensor::zeros(&[17, 64]), Tensor::zeros(&[17]));
     let err = gemv_rows::launch(&Cpu::new(), &w, &x, &mut y, &mut s).unwrap_err();
-    assert!(
-        err.to_string().contains("above its declared bound 16"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("above its declared bound 16"), "{err}");
 }
