@@ -17,7 +17,7 @@ use et_core::{Backend, BlockedWait, DType, Element, Error, Kernel, LaunchOptions
 use crate::availability::driver_available;
 use crate::compile::{Compiler, ImageKind};
 use crate::memory::{CudaTensor, as_bytes, from_bytes};
-use crate::runtime::{GraphState, kernel_args};
+use crate::runtime::GraphState;
 
 fn device_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("{what}: {e:?}"))
@@ -305,7 +305,7 @@ impl Backend for Cuda {
         launcher.status.as_mut_slice().map_err(device_err("clearing the status word"))?[0] = 0;
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
         let mut rt = state.runtime(watchdog_ns, options.trace.is_some(), launcher.status_dev);
-        let mut words = kernel_args(args, &dims);
+        let mut words = state.kernel_args(args);
         let mut params: [*mut c_void; 2] = [&mut rt as *mut _ as *mut c_void, words.as_mut_ptr() as *mut c_void];
         launcher.start.record(&self.stream).map_err(device_err("recording an event"))?;
         // SAFETY: the parameters match `et_main(const et::Runtime, const EtArgs)`: `rt` is
@@ -350,8 +350,7 @@ impl Cuda {
     /// wait was stuck.
     fn watchdog_error(&self, kernel: &Kernel, state: &mut GraphState, options: &LaunchOptions) -> Error {
         let read = || -> Result<BlockedWait, Error> {
-            let rec =
-                self.stream.clone_dtoh(state.error_record()).map_err(device_err("reading the watchdog record"))?;
+            let rec = self.stream.clone_dtoh(&state.error_record).map_err(device_err("reading the watchdog record"))?;
             let word = |k: usize| rec[2 * k] as u64 | (rec[2 * k + 1] as u64) << 32;
             let (task, element, value, expected) = (word(0) as u32, word(1) as u32, word(2) as u32, word(3) as u32);
             let r = &state.resolved;
@@ -373,10 +372,8 @@ impl Cuda {
             Err(e) => return e,
         };
         // the counters are part-way through a launch: start a fresh epoch
-        let reset = self
-            .stream
-            .memset_zeros(&mut state.counters)
-            .and_then(|_| self.stream.memset_zeros(state.abort_flag_mut()));
+        let reset =
+            self.stream.memset_zeros(&mut state.counters).and_then(|_| self.stream.memset_zeros(&mut state.abort_flag));
         if let Err(e) = reset {
             return Error::Device(format!("resetting after the watchdog: {e:?}"));
         }

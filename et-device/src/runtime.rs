@@ -1,20 +1,13 @@
-//! The device-side runtime state of one resolved task graph, and the `#[repr(C)]`
-//! structures the generated kernel reads (their layout matches `prelude.cuh`).
+//! The device-side runtime state of one resolved task graph, and the structures the
+//! generated kernel reads: `#[repr(C)] Runtime` (matches `et::Runtime` in the prelude)
+//! and the `EtArgs` block (matches the struct the macro generates).
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DriverError};
-use et_core::RawTensor;
-use et_core::graph::schedule::{DynamicPlan, Placement, StaticSchedule};
-use et_core::graph::{Resolved, ScheduleKind};
 use std::sync::Arc;
 
-/// Must match `et::TensorArg`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct TensorArg {
-    pub ptr: u64,
-    pub shape: [i64; 4],
-    pub stride: [i64; 4],
-}
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, ValidAsZeroBits};
+use et_core::RawTensor;
+use et_core::graph::schedule::{DynamicPlan, Placement, StaticSchedule};
+use et_core::graph::{Count, Resolved, ScheduleKind};
 
 /// Must match `et::Runtime`.
 #[repr(C)]
@@ -22,11 +15,8 @@ pub(crate) struct TensorArg {
 pub(crate) struct Runtime {
     pub counters: u64,
     pub targets: u64,
-    pub event_offset: u64,
     pub queue_offsets: u64,
     pub queue_tasks: u64,
-    pub group_first: u64,
-    pub group_domain: u64,
     pub seeds: u64,
     pub consumer_offsets: u64,
     pub consumers: u64,
@@ -40,33 +30,11 @@ pub(crate) struct Runtime {
     pub epoch: u32,
     pub n_tasks: u32,
     pub n_seeds: u32,
-    pub n_groups: i32,
     pub dynamic: i32,
-    pub pad: i32,
 }
 
-/// The argument block `EtArgs` of a generated kernel: tensors, then dims.
-pub(crate) fn kernel_args(args: &[RawTensor], dims: &[i64]) -> Vec<u64> {
-    let mut words = Vec::with_capacity(args.len() * 9 + dims.len().max(1));
-    for a in args.iter() {
-        let mut t = TensorArg { ptr: a.addr, ..Default::default() };
-        for (d, (&s, &st)) in a.shape.iter().zip(&a.strides).enumerate() {
-            t.shape[d] = s;
-            t.stride[d] = st;
-        }
-        words.push(t.ptr);
-        words.extend(t.shape.iter().map(|&v| v as u64));
-        words.extend(t.stride.iter().map(|&v| v as u64));
-    }
-    if args.is_empty() {
-        words.extend([0u64; 9]);
-    }
-    words.extend(dims.iter().map(|&d| d as u64));
-    if dims.is_empty() {
-        words.push(0);
-    }
-    words
-}
+/// `ET_PER_ELEMENT` in the prelude: the event's counts are read per element.
+const PER_ELEMENT: u32 = u32::MAX;
 
 /// Device buffers for one resolved graph under one schedule and grid: the tables the
 /// kernel reads, its counters, and the epoch that makes a counter reset unnecessary.
@@ -74,22 +42,25 @@ pub(crate) struct GraphState {
     /// The resolved graph this state was built for (reused while shapes and data match).
     pub resolved: Resolved<'static>,
     pub schedule: ScheduleKind,
-    pub n_tasks: u32,
-    pub n_seeds: u32,
-    pub n_groups: i32,
     pub epoch: u32,
     pub counters: CudaSlice<u32>,
     pub dyn_state: CudaSlice<u32>,
     pub trace: CudaSlice<u64>,
-    tables: Vec<CudaSlice<u32>>,
-    event_offset: CudaSlice<i64>,
-    group_domain: CudaSlice<i64>,
+    pub abort_flag: CudaSlice<u32>,
+    pub error_record: CudaSlice<u32>,
+    n_seeds: u32,
+    targets: CudaSlice<u32>,
+    queue_offsets: CudaSlice<u32>,
+    queue_tasks: CudaSlice<u32>,
+    seeds: CudaSlice<u32>,
+    consumer_offsets: CudaSlice<u32>,
+    consumers: CudaSlice<u32>,
+    pending_init: CudaSlice<u32>,
+    /// The tail of `EtArgs` for this graph: event offsets and counts, group layout.
+    layout: Vec<u8>,
 }
 
-fn upload<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-    stream: &Arc<CudaStream>,
-    v: &[T],
-) -> Result<CudaSlice<T>, DriverError> {
+fn upload<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>, DriverError> {
     if v.is_empty() {
         // a zero-length allocation has no address; keep one element so every table has one
         return stream.alloc_zeros::<T>(1);
@@ -124,78 +95,115 @@ impl GraphState {
             ScheduleKind::Dynamic => (vec![0; grid + 1], Vec::new()),
         };
         let plan = DynamicPlan::new(r);
-        let mut group_first: Vec<u32> = r.groups.iter().map(|g| g.first).collect();
-        group_first.push(r.n_tasks);
-        let mut group_domain = Vec::with_capacity(r.groups.len() * 4);
-        for g in &r.groups {
-            for d in 0..4 {
-                group_domain.push(g.domain.get(d).copied().unwrap_or(1));
-            }
-        }
-        let event_offset: Vec<i64> = r.events.iter().map(|e| e.offset as i64).collect();
-        let tables = vec![
-            upload(stream, &r.target)?,
-            upload(stream, &offsets)?,
-            upload(stream, &tasks)?,
-            upload(stream, &group_first)?,
-            upload(stream, &plan.seeds)?,
-            upload(stream, &r.consumers.offsets)?,
-            upload(stream, &r.consumers.items)?,
-            upload(stream, &plan.pending)?,
-            // abort flag, error record (4 u64 = 8 u32)
-            stream.alloc_zeros::<u32>(1)?,
-            stream.alloc_zeros::<u32>(8)?,
-        ];
+        let layout = layout_words(r);
         Ok(GraphState {
-            n_tasks: r.n_tasks,
-            n_seeds: plan.seeds.len() as u32,
-            n_groups: r.groups.len() as i32,
+            schedule,
             epoch: 0,
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1))?,
             dyn_state: stream.alloc_zeros::<u32>(2 + 2 * r.n_tasks as usize)?,
             trace: stream.alloc_zeros::<u64>(3 * (r.n_tasks as usize).max(1))?,
-            tables,
-            event_offset: upload(stream, &event_offset)?,
-            group_domain: upload(stream, &group_domain)?,
+            abort_flag: stream.alloc_zeros::<u32>(1)?,
+            error_record: stream.alloc_zeros::<u32>(8)?,
+            n_seeds: plan.seeds.len() as u32,
+            targets: upload(stream, &r.target)?,
+            queue_offsets: upload(stream, &offsets)?,
+            queue_tasks: upload(stream, &tasks)?,
+            seeds: upload(stream, &plan.seeds)?,
+            consumer_offsets: upload(stream, &r.consumers.offsets)?,
+            consumers: upload(stream, &r.consumers.items)?,
+            pending_init: upload(stream, &plan.pending)?,
+            layout,
             resolved,
-            schedule,
         })
     }
 
-    pub fn error_record(&self) -> &CudaSlice<u32> {
-        &self.tables[9]
-    }
-
-    pub fn abort_flag_mut(&mut self) -> &mut CudaSlice<u32> {
-        &mut self.tables[8]
-    }
-
     pub fn runtime(&self, watchdog_ns: u64, trace: bool, host_status: u64) -> Runtime {
-        let t = &self.tables;
         Runtime {
             counters: ptr(&self.counters),
-            targets: ptr(&t[0]),
-            event_offset: ptr(&self.event_offset),
-            queue_offsets: ptr(&t[1]),
-            queue_tasks: ptr(&t[2]),
-            group_first: ptr(&t[3]),
-            group_domain: ptr(&self.group_domain),
-            seeds: ptr(&t[4]),
-            consumer_offsets: ptr(&t[5]),
-            consumers: ptr(&t[6]),
-            pending_init: ptr(&t[7]),
+            targets: ptr(&self.targets),
+            queue_offsets: ptr(&self.queue_offsets),
+            queue_tasks: ptr(&self.queue_tasks),
+            seeds: ptr(&self.seeds),
+            consumer_offsets: ptr(&self.consumer_offsets),
+            consumers: ptr(&self.consumers),
+            pending_init: ptr(&self.pending_init),
             dyn_state: ptr(&self.dyn_state),
-            abort_flag: ptr(&t[8]),
-            error: ptr(&t[9]),
+            abort_flag: ptr(&self.abort_flag),
+            error: ptr(&self.error_record),
             trace: if trace { ptr(&self.trace) } else { 0 },
             host_status,
             watchdog_ns,
             epoch: self.epoch,
-            n_tasks: self.n_tasks,
+            n_tasks: self.resolved.n_tasks,
             n_seeds: self.n_seeds,
-            n_groups: self.n_groups,
             dynamic: (self.schedule == ScheduleKind::Dynamic) as i32,
-            pad: 0,
         }
     }
+
+    /// The `EtArgs` block of a launch, laid out as the generated C struct: tensors
+    /// (9 words each), dims, event offsets (i64), event counts (u32), group first task
+    /// (u32, one more than groups), group domains (u32, 4 per group), padded to 8 bytes.
+    pub fn kernel_args(&self, args: &[RawTensor]) -> Vec<u8> {
+        let mut b: Vec<u8> = Vec::with_capacity(args.len() * 72 + 64 + self.layout.len());
+        let word = |b: &mut Vec<u8>, v: i64| b.extend_from_slice(&v.to_ne_bytes());
+        for a in args {
+            word(&mut b, a.addr as i64);
+            for d in 0..4 {
+                word(&mut b, a.shape.get(d).copied().unwrap_or(0));
+            }
+            for d in 0..4 {
+                word(&mut b, a.strides.get(d).copied().unwrap_or(0));
+            }
+        }
+        if args.is_empty() {
+            b.extend_from_slice(&[0u8; 72]);
+        }
+        for &d in &self.resolved.dims {
+            word(&mut b, d);
+        }
+        if self.resolved.dims.is_empty() {
+            word(&mut b, 0);
+        }
+        b.extend_from_slice(&self.layout);
+        b
+    }
+}
+
+/// The graph-dependent tail of `EtArgs` (see [`GraphState::kernel_args`]).
+fn layout_words(r: &Resolved<'_>) -> Vec<u8> {
+    let mut b = Vec::new();
+    let events = r.events.len().max(1);
+    for k in 0..events {
+        let off = r.events.get(k).map_or(0, |e| e.offset as i64);
+        b.extend_from_slice(&off.to_ne_bytes());
+    }
+    for k in 0..events {
+        let count = match r.spec.events.get(k) {
+            None => 0,
+            Some(e) if matches!(e.count, Count::Dynamic { .. }) => PER_ELEMENT,
+            Some(_) => {
+                // the count rules make every waited element's target equal
+                let layout = &r.events[k];
+                (layout.offset..layout.offset + layout.len)
+                    .map(|el| r.target[el as usize])
+                    .find(|&t| t > 0)
+                    .unwrap_or(0)
+            }
+        };
+        b.extend_from_slice(&count.to_ne_bytes());
+    }
+    for g in &r.groups {
+        b.extend_from_slice(&g.first.to_ne_bytes());
+    }
+    b.extend_from_slice(&r.n_tasks.to_ne_bytes());
+    for g in &r.groups {
+        for d in 0..4 {
+            let ext = g.domain.get(d).copied().unwrap_or(1).max(1) as u32;
+            b.extend_from_slice(&ext.to_ne_bytes());
+        }
+    }
+    while b.len() % 8 != 0 {
+        b.push(0);
+    }
+    b
 }

@@ -114,15 +114,14 @@ __device__ __forceinline__ long long load_index(const TensorArg& t, const long l
 }
 
 // ---------------------------------------------------------------- runtime state
-// Must match et_device's `#[repr(C)] Runtime`.
+// Must match et_device's `#[repr(C)] Runtime`. What depends on the resolved shapes but is
+// small (event offsets and counts, group layout) travels in the generated `EtArgs`
+// instead, in parameter space, which acquire loads do not invalidate.
 struct Runtime {
     unsigned int* counters;              // one per event element, monotonic across launches
-    const unsigned int* targets;         // signals per launch that complete each element
-    const long long* event_offset;       // first counter of each event
+    const unsigned int* targets;         // per-element counts (events whose count is per element)
     const unsigned int* queue_offsets;   // static: per CTA, grid + 1 entries
     const unsigned int* queue_tasks;     // static: task ids
-    const unsigned int* group_first;     // first task of each group, n_groups + 1 entries
-    const long long* group_domain;       // n_groups * ET_MAX_RANK extents
     const unsigned int* seeds;           // dynamic: tasks ready at start
     const unsigned int* consumer_offsets;// dynamic: element -> consumer tasks (CSR)
     const unsigned int* consumers;
@@ -136,10 +135,11 @@ struct Runtime {
     unsigned int epoch;                  // launches since the counters were zeroed, this one included
     unsigned int n_tasks;
     unsigned int n_seeds;
-    int n_groups;
     int dynamic;
-    int pad;
 };
+
+// An event count of ~0u in EtArgs: read the element's count from Runtime::targets.
+#define ET_PER_ELEMENT 0xffffffffu
 
 __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
     unsigned int v;
@@ -173,8 +173,17 @@ struct Ctx {
     const Runtime& rt;
     unsigned int task;
     int* s_abort; // shared flag: the CTA must stop
+    int n_groups;
+    const unsigned int* group_first;  // n_groups + 1 (parameter space)
+    const unsigned int* group_domain; // n_groups * ET_MAX_RANK (parameter space)
+    unsigned int upcoming;            // thread 0, static: the next queue entry, loaded one task ahead
 
-    __device__ Ctx(const Runtime& r, int* abort_smem) : rt(r), task(0), s_abort(abort_smem) {}
+    __device__ Ctx(const Runtime& r, int* abort_smem, int groups, const unsigned int* first, const unsigned int* domain)
+        : rt(r), task(0), s_abort(abort_smem), n_groups(groups), group_first(first), group_domain(domain), upcoming(0) {}
+
+    __device__ __forceinline__ unsigned int target_of(unsigned int e, unsigned int count) const {
+        return count == ET_PER_ELEMENT ? rt.targets[e] : count;
+    }
 
     __device__ __forceinline__ bool aborted() const { return ld_acquire(rt.abort_flag) != 0; }
 
@@ -216,27 +225,27 @@ struct Ctx {
         }
     }
 
-    // Waits for one element; every thread of the CTA calls it. False when the kernel
-    // is aborting (the task must return).
-    __device__ bool wait(long long element) {
+    // Waits for one element whose count is `count` (ET_PER_ELEMENT: per element); every
+    // thread of the CTA calls it. False when the kernel is aborting (the task returns).
+    __device__ bool wait(long long element, unsigned int count) {
         if (threadIdx.x == 0) {
             const unsigned int e = (unsigned int)element;
-            const unsigned int want = rt.epoch * rt.targets[e];
-            *s_abort = spin_until(rt.counters + e, want, e, rt.targets[e]) ? 0 : 1;
+            const unsigned int target = target_of(e, count);
+            *s_abort = spin_until(rt.counters + e, rt.epoch * target, e, target) ? 0 : 1;
         }
         __syncthreads();
         return *s_abort == 0;
     }
 
     // Signals one element; call after a CTA barrier that follows the task's writes.
-    __device__ void signal(long long element) {
+    __device__ void signal(long long element, unsigned int count) {
         if (threadIdx.x == 0) {
             const unsigned int e = (unsigned int)element;
             if (!rt.dynamic) {
                 red_release_add(rt.counters + e, 1u);
             } else {
                 const unsigned int old = atom_acq_rel_add(rt.counters + e, 1u);
-                if (old + 1u == rt.epoch * rt.targets[e]) complete(e);
+                if (old + 1u == rt.epoch * target_of(e, count)) complete(e);
             }
         }
     }
@@ -264,8 +273,12 @@ struct Ctx {
         if (threadIdx.x == 0) {
             s_more = 0;
             if (!rt.dynamic) {
-                if (cursor < end) { s_task = __ldg(rt.queue_tasks + cursor); s_more = 1; }
-                ++cursor;
+                if (cursor < end) {
+                    s_task = upcoming;
+                    s_more = 1;
+                    // issue the load of the following entry now: it lands while this task runs
+                    if (++cursor < end) upcoming = __ldg(rt.queue_tasks + cursor);
+                }
             } else if (ld_acquire(rt.abort_flag) == 0) {
                 const unsigned int h = atomicAdd(rt.dyn_state, 1u);
                 if (h < rt.n_seeds) {
@@ -286,14 +299,16 @@ struct Ctx {
         return more != 0;
     }
 
-    // Decodes a task id into its group and tile indices (row-major in the domain).
+    // Decodes a task id into its group and tile indices (row-major in the domain), in
+    // 32-bit arithmetic (64-bit division is emulated and slow).
     __device__ int decode(unsigned int t, long long (&v)[ET_MAX_RANK]) const {
         int g = 0;
-        while (g + 1 < rt.n_groups && t >= __ldg(rt.group_first + g + 1)) ++g;
-        long long rest = t - __ldg(rt.group_first + g);
+        while (g + 1 < n_groups && t >= group_first[g + 1]) ++g;
+        unsigned int rest = t - group_first[g];
         for (int d = ET_MAX_RANK - 1; d >= 0; --d) {
-            const long long ext = __ldg(rt.group_domain + g * ET_MAX_RANK + d);
-            v[d] = rest % ext;
+            const unsigned int ext = group_domain[g * ET_MAX_RANK + d];
+            if (ext == 1u) { v[d] = 0; continue; }
+            v[d] = (long long)(rest % ext);
             rest /= ext;
         }
         return g;
@@ -313,15 +328,17 @@ struct Ctx {
 // The persistent loop of a megakernel: every CTA takes tasks until none is left and runs
 // each through `dispatch(ctx, group, indices)` (the generated switch over tile groups).
 template <class Dispatch>
-__device__ __forceinline__ void persistent_loop(const Runtime& rt, Dispatch dispatch) {
+__device__ __forceinline__ void persistent_loop(const Runtime& rt, int n_groups, const unsigned int* group_first,
+                                                const unsigned int* group_domain, Dispatch dispatch) {
     __shared__ int s_abort;
     if (threadIdx.x == 0) s_abort = 0;
     __syncthreads();
-    Ctx ctx(rt, &s_abort);
+    Ctx ctx(rt, &s_abort, n_groups, group_first, group_domain);
     unsigned int cursor = 0, end = 0, task = 0;
-    if (!rt.dynamic) {
+    if (!rt.dynamic && threadIdx.x == 0) {
         cursor = __ldg(rt.queue_offsets + blockIdx.x);
         end = __ldg(rt.queue_offsets + blockIdx.x + 1);
+        if (cursor < end) ctx.upcoming = __ldg(rt.queue_tasks + cursor);
     }
     while (ctx.next(cursor, end, task)) {
         long long v[ET_MAX_RANK];
