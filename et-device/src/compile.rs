@@ -40,6 +40,7 @@ pub struct CompileOutput {
 /// Compiles CUDA C++ to CUBIN for one architecture, with caches.
 pub struct Compiler {
     arch: String,
+    image: ImageKind,
     version: (i32, i32),
     cache_dir: Option<PathBuf>,
     memory: Mutex<HashMap<String, Arc<CompileOutput>>>,
@@ -63,11 +64,19 @@ impl Compiler {
             .map_err(|e| Error::Unavailable(format!("NVRTC did not report its version: {e:?}")))?;
         Ok(Compiler {
             arch: arch.to_string(),
+            image: ImageKind::Cubin,
             version: (major, minor),
             cache_dir: cache_dir(),
             memory: Mutex::new(HashMap::new()),
             compilations: AtomicUsize::new(0),
         })
+    }
+
+    /// Produces PTX for the driver to compile at load, instead of CUBIN: for a GPU newer
+    /// than this NVRTC knows, or to inspect the PTX.
+    pub fn with_ptx(mut self) -> Self {
+        self.image = ImageKind::Ptx;
+        self
     }
 
     /// The target architecture.
@@ -120,7 +129,7 @@ impl Compiler {
             let _ = std::fs::create_dir_all(&dir);
             let _ = std::fs::write(Path::new(&dir).join(format!("{name}.cu")), source);
         }
-        let key = self.cache_key(source, ImageKind::Cubin);
+        let key = self.cache_key(source, self.image);
         if let Some(hit) = self.memory.lock().unwrap().get(&key) {
             return Ok((hit.clone(), false));
         }
@@ -130,7 +139,7 @@ impl Compiler {
             self.memory.lock().unwrap().insert(key, out.clone());
             return Ok((out, false));
         }
-        let out = match self.nvrtc(name, source, ImageKind::Cubin) {
+        let out = match self.nvrtc(name, source, self.image) {
             Ok(out) => out,
             // an NVRTC that cannot emit this architecture's machine code: PTX for the driver
             Err(Error::Compile { log, .. }) if log.contains("invalid value for --gpu-architecture") => {

@@ -61,3 +61,15 @@ fn the_disk_cache_serves_a_second_compiler() {
     assert_eq!(second.compilations(), 0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+#[ignore = "needs NVRTC: scripts/test installs it and runs this test with --ignored"]
+fn the_ptx_route_produces_ptx_for_the_driver() {
+    let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_ptx();
+    let kernel = &splitk::splitk_gemm::KERNEL;
+    let (out, _) = compiler.compile_kernel(kernel).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.kind, et_device::compile::ImageKind::Ptx);
+    let text = String::from_utf8_lossy(&out.image);
+    assert!(text.contains(".entry et_main"), "no entry point in the PTX");
+    assert!(text.contains(".target sm_90a"), "PTX for the wrong target");
+}

@@ -97,6 +97,13 @@ mod tests {
     }
 
     #[test]
+    fn crate_override_changes_every_runtime_path() {
+        let out = expand(quote!(crate = "my_et", debug), split_row_sum());
+        assert!(out.contains("my_et :: __private :: Kernel"), "{out}");
+        assert!(!out.contains(":: et_core ::"), "{out}");
+    }
+
+    #[test]
     fn bad_attribute_arguments() {
         let out = expand(quote!(threads = 100), split_row_sum());
         assert!(out.contains("multiple of 32"), "{out}");

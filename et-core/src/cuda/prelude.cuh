@@ -3,6 +3,9 @@
 #pragma once
 
 #define ET_MAX_RANK 4
+#ifndef ET_BUSY_POLLS
+#define ET_BUSY_POLLS 1024
+#endif
 
 namespace et {
 
@@ -201,15 +204,17 @@ struct Ctx {
     }
 
     // Spins until `*p >= want` (wrapping compare), by thread 0 only; false on abort.
-    // Polls busily first (a signal usually lands within a few L2 round trips), then backs
-    // off with __nanosleep; the abort flag and the watchdog are checked every 16 polls.
+    // Polls busily for the first ET_BUSY_POLLS polls (about 0.5 us each: a wait shorter
+    // than a few hundred microseconds never sleeps, so waking costs no sleep quantum),
+    // then backs off with __nanosleep up to 256 ns. The abort flag and the watchdog are
+    // checked every 16 polls.
     __device__ bool spin_until(const unsigned int* p, unsigned int want, unsigned int element, unsigned int expected) {
         unsigned int v = ld_acquire(p);
         if ((int)(v - want) >= 0) return true;
         const unsigned long long start = global_timer();
         unsigned int backoff = 32;
         for (unsigned int i = 1;; ++i) {
-            if (i > 64) {
+            if (i > ET_BUSY_POLLS) {
                 __nanosleep(backoff);
                 if (backoff < 256) backoff <<= 1;
             }
