@@ -79,6 +79,13 @@ impl Compiler {
         self
     }
 
+    /// Uses `dir` as the on-disk cache (created if needed), or no disk cache with `None`,
+    /// instead of `ET_CACHE_DIR` / the user's cache directory.
+    pub fn with_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.cache_dir = dir.filter(|d| std::fs::create_dir_all(d).is_ok());
+        self
+    }
+
     /// The target architecture.
     pub fn arch(&self) -> &str {
         &self.arch

@@ -122,6 +122,12 @@ impl Cuda {
         })
     }
 
+    /// Uses `dir` as the compile cache of this backend (see [`Compiler::with_cache_dir`]).
+    pub fn with_cache_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.compiler = self.compiler.with_cache_dir(dir);
+        self
+    }
+
     /// The cudarc context, for work outside et (baselines, interop).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx

@@ -28,9 +28,7 @@ fn no_gpu_is_an_error_not_a_panic() {
 #[ignore = "needs a CUDA GPU"]
 fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation() {
     let cache = std::env::temp_dir().join(format!("et-gpu-cache-{}", std::process::id()));
-    // SAFETY: set before any compiler reads it, in this single-threaded test.
-    unsafe { std::env::set_var("ET_CACHE_DIR", &cache) };
-    let gpu = gpu();
+    let gpu = gpu().with_cache_dir(Some(cache.clone()));
     let mut compilations = 0;
     for (seed, (mt, nt)) in [(1usize, 1usize), (4, 3), (16, 16), (33, 5)].into_iter().enumerate() {
         let (m, n, k) = (mt * TILE, nt * TILE, SPLITS * K_SLICE);

@@ -148,6 +148,20 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
     errors.is_empty().then_some(Analyzed { spec, dim_names, groups: lowered })
 }
 
+/// Lowers every expression; one that fails is reported and stands in as `1`, so that
+/// lowering goes on and reports the other expressions' errors too.
+fn lower_all(exprs: &[Expr], scope: &Scope<'_>, errors: &mut Errors) -> Vec<Affine> {
+    exprs
+        .iter()
+        .map(|e| {
+            affine(e, scope).unwrap_or_else(|err| {
+                errors.push(err);
+                Affine::constant(1)
+            })
+        })
+        .collect()
+}
+
 fn to_error(d: &Diagnostic, spans: &Spans) -> syn::Error {
     let mut msg = d.message.clone();
     if let Some(h) = &d.help {
@@ -218,16 +232,7 @@ fn lower_tensors(m: &Megakernel, dt: &DimTable, spans: &mut Spans, errors: &mut 
                 errors.error(p.dtype.span(), msg);
                 DType::F32
             });
-            let shape = p
-                .shape
-                .iter()
-                .map(|e| {
-                    affine(e, &scope).unwrap_or_else(|err| {
-                        errors.push(err);
-                        Affine::constant(1)
-                    })
-                })
-                .collect::<Vec<_>>();
+            let shape = lower_all(&p.shape, &scope, errors);
             if shape.is_empty() || shape.len() > 4 {
                 errors.error(
                     p.ty_span,
@@ -259,16 +264,7 @@ fn lower_events(
         }
         spans.events.push(tokens(&ev.name));
         spans.counts.push(ev.count.as_ref().map(CountDecl::tokens));
-        let shape: Vec<Affine> = ev
-            .shape
-            .iter()
-            .map(|e| {
-                affine(e, &scope).unwrap_or_else(|err| {
-                    errors.push(err);
-                    Affine::constant(1)
-                })
-            })
-            .collect();
+        let shape: Vec<Affine> = lower_all(&ev.shape, &scope, errors);
         if shape.is_empty() {
             errors.error(ev.span, "an event needs at least one dimension: `event!([1])` for a single counter");
         }
@@ -320,16 +316,7 @@ fn lower_group(
         }
     }
     let dscope = dt.scope(&[], "a tile domain extent");
-    let domain: Vec<Affine> = group
-        .domain
-        .iter()
-        .map(|e| {
-            affine(e, &dscope).unwrap_or_else(|err| {
-                errors.push(err);
-                Affine::constant(1)
-            })
-        })
-        .collect();
+    let domain: Vec<Affine> = lower_all(&group.domain, &dscope, errors);
     if domain.len() > 4 {
         errors.error(group.name.span(), "a tile domain has at most 4 dimensions");
     }

@@ -4,7 +4,6 @@
 use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, GraphSpec, Index, ScheduleKind, Term};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::Path;
 
 use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt};
 use crate::attr::Args;
@@ -18,7 +17,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let vis = &m.vis;
     let docs = m.attrs.iter().filter(|a| a.path().is_ident("doc"));
     let graph = graph_tokens(&a.spec, &p);
-    let task_fns: Vec<TokenStream> = a.groups.iter().enumerate().map(|(g, lg)| task_fn(g, lg, m, a, &p)).collect();
+    let task_fns: Vec<TokenStream> = a.groups.iter().map(|lg| task_fn(lg, m, a, &p)).collect();
     let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
     let ops = op_sources(a);
@@ -100,7 +99,7 @@ fn op_sources(a: &Analyzed) -> Vec<TokenStream> {
     out
 }
 
-fn task_fn(g: usize, lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {
+fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {
     let fname = format_ident!("__et_task_{}", lg.name);
     let cx = quote!(__et_cx);
     let vars = lg.vars.iter().enumerate().map(|(k, v)| quote!(let #v: i64 = #cx.var(#k);));
@@ -125,7 +124,6 @@ fn task_fn(g: usize, lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenS
             quote_spanned!(*span=> #func(#(#args),*); #cx.after_op();)
         }
     });
-    let _ = g;
     quote! {
         fn #fname(#cx: &#p::TaskContext<'_>) {
             #(#vars)*
@@ -250,9 +248,4 @@ fn access_tokens(a: &EventAccess, p: &TokenStream) -> TokenStream {
         }
     });
     quote!(#p::EventAccess { event: #ev, index: #p::Cow::Borrowed(&[#(#index),*]) })
-}
-
-#[allow(dead_code)]
-fn path_last(p: &Path) -> String {
-    p.segments.last().map(|s| s.ident.to_string()).unwrap_or_default()
 }

@@ -176,11 +176,10 @@ impl Parse for EventArgs {
             }
             input.parse::<Token![=]>()?;
             if input.peek(Token![dyn]) {
-                let kw: Token![dyn] = input.parse()?;
+                input.parse::<Token![dyn]>()?;
                 let inner;
                 syn::parenthesized!(inner in input);
                 let tensor: Ident = inner.parse()?;
-                let _ = kw;
                 count = Some(CountDecl::Dynamic { tokens: tensor.to_token_stream(), tensor });
             } else {
                 count = Some(CountDecl::Fixed(input.parse()?));
