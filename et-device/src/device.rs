@@ -252,9 +252,15 @@ impl Backend for Cuda {
     }
 
     fn download<T: Element>(&self, t: &CudaTensor<T>) -> Result<Tensor<T>, Error> {
-        let bytes = self.stream.clone_dtoh(&t.bytes).map_err(device_err("downloading a tensor"))?;
-        let n = t.len() * std::mem::size_of::<T>();
-        Tensor::from_vec(&t.shape, from_bytes(&bytes[..n]))
+        let mut bytes = vec![0u8; t.num_bytes()];
+        if !bytes.is_empty() {
+            self.stream.synchronize().map_err(device_err("downloading a tensor"))?;
+            // SAFETY: `t` (a tensor or a view) addresses `num_bytes` bytes inside its live
+            // allocation; the stream was synchronised, so earlier launches are done.
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut bytes, t.addr) }
+                .map_err(device_err("downloading a tensor"))?;
+        }
+        Tensor::from_vec(&t.shape, from_bytes(&bytes))
     }
 
     fn launch(

@@ -148,3 +148,23 @@ fn wrong_shapes_are_errors_on_the_gpu_too() {
     let err = split_row_sum::launch(&gpu, &a, &mut part, &mut c).unwrap_err().to_string();
     assert!(err.contains("tensor `c` dimension 0 is 65"), "{err}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn views_share_memory_and_launch_like_tensors() {
+    let gpu = gpu();
+    // two stacked inputs of 3 row blocks each; run on the second through a row view
+    let stacked = Tensor::<f32>::random(&[2 * 96, 128], 9);
+    let d = gpu.upload(&stacked).unwrap();
+    let second = d.rows(96..192).unwrap();
+    assert_eq!(second.shape(), &[96, 128]);
+    let mut part = gpu.poisoned::<f32>(&[96, 4]).unwrap();
+    let mut c = gpu.poisoned::<f32>(&[96]).unwrap();
+    split_row_sum::launch(&gpu, &second, &mut part, &mut c).unwrap();
+    let host_second = Tensor::from_vec(&[96, 128], stacked.as_slice()[96 * 128..].to_vec()).unwrap();
+    assert!(relative_error(&gpu.download(&c).unwrap(), &splitk::row_sum_reference(&host_second)) < 1e-5);
+    // a reshaped view downloads the same elements
+    let flat = gpu.download(&d.reshape(&[2 * 96 * 128]).unwrap()).unwrap();
+    assert_eq!(flat.as_slice(), stacked.as_slice());
+    assert!(d.rows(100..300).is_err() && d.reshape(&[7]).is_err());
+}

@@ -22,7 +22,7 @@ use proc_macro::TokenStream;
 /// of the same name with `launch`/`launch_with`, the `KERNEL` static (task graph, CPU
 /// task functions, CUDA source) and its registration.
 ///
-/// ```ignore
+/// ```text
 /// #[megakernel(schedule = "static", dims(S = 4), threads = 128)]
 /// pub fn split_row_sum(a: &Tensor<f32, { [R * 32, 128] }>, part: &mut Tensor<f32, { [R * 32, 4] }>,
 ///                      c: &mut Tensor<f32, { [R * 32] }>) {
