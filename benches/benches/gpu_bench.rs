@@ -144,8 +144,13 @@ fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Er
 fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
     for n in [1000usize, 10000] {
         let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
-        for (placement, what) in [(Placement::RoundRobin, "cross-SM"), (Placement::CostAware, "same SM")] {
-            let opts = LaunchOptions { placement, trace: None, ..Default::default() };
+        let runs = [
+            (ScheduleKind::Static, Placement::RoundRobin, "static, cross-SM"),
+            (ScheduleKind::Static, Placement::CostAware, "static, same SM"),
+            (ScheduleKind::Dynamic, Placement::RoundRobin, "dynamic ready queue"),
+        ];
+        for (schedule, placement, what) in runs {
+            let opts = LaunchOptions { schedule: Some(schedule), placement, trace: None, ..Default::default() };
             hop_chain::launch_with(gpu, &opts, &anchor)?; // warm-up (compile, schedule upload)
             let times: Vec<f64> = (0..20)
                 .map(|_| hop_chain::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64()))
@@ -187,6 +192,7 @@ fn splitk_vs_two_kernels(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::e
     for (mt, nt) in [(8usize, 8usize), (32, 32)] {
         let (m, n, k) = (mt * TILE, nt * TILE, SPLITS * K_SLICE);
         let mut mega = Vec::new();
+        let mut mega_dynamic = Vec::new();
         let mut two = Vec::new();
         for rep in 0..10u64 {
             // fresh random inputs every repetition, outputs poisoned
@@ -198,6 +204,12 @@ fn splitk_vs_two_kernels(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::e
             let r = splitk_gemm::launch(gpu, &da, &db, &mut part, &mut c)?;
             if rep > 0 {
                 mega.push(r.elapsed.as_secs_f64());
+            }
+            let dynamic = LaunchOptions { schedule: Some(ScheduleKind::Dynamic), trace: None, ..Default::default() };
+            let mut c3 = gpu.poisoned::<bf16>(&[m, n])?;
+            let r = splitk_gemm::launch_with(gpu, &dynamic, &da, &db, &mut part, &mut c3)?;
+            if rep > 0 {
+                mega_dynamic.push(r.elapsed.as_secs_f64());
             }
             if rep == 1 {
                 let err = relative_error(&gpu.download(&c)?, &gemm_reference(&a, &b));
@@ -213,6 +225,8 @@ fn splitk_vs_two_kernels(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::e
             if rep == 1 {
                 let err = relative_error(&gpu.download(&c2)?, &gpu.download(&c)?);
                 assert!(err == 0.0, "two-kernel result differs from the megakernel: {err}");
+                let err = relative_error(&gpu.download(&c3)?, &gpu.download(&c)?);
+                assert!(err == 0.0, "the dynamic schedule's result differs from the static one: {err}");
             }
         }
         let (tm, tt) = (median(&mega), median(&two));
@@ -220,6 +234,12 @@ fn splitk_vs_two_kernels(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::e
         let flops = 2.0 * (m * n * k) as f64;
         let note = format!("M=N={m}, K={k}; median of 9, fresh inputs");
         out.row(&format!("splitk GEMM {m}x{n}: megakernel"), tm * 1e6, "us", &note);
+        out.row(
+            &format!("splitk GEMM {m}x{n}: megakernel, dynamic schedule"),
+            median(&mega_dynamic) * 1e6,
+            "us",
+            &note,
+        );
         out.row(
             &format!("splitk GEMM {m}x{n}: two kernels (sum of kernel times)"),
             tt * 1e6,
