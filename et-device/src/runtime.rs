@@ -20,7 +20,6 @@ pub(crate) struct Runtime {
     pub seeds: u64,
     pub consumer_offsets: u64,
     pub consumers: u64,
-    pub pending_init: u64,
     pub dyn_state: u64,
     pub abort_flag: u64,
     pub error: u64,
@@ -54,8 +53,8 @@ pub(crate) struct GraphState {
     queue_tasks: CudaSlice<u32>,
     seeds: CudaSlice<u32>,
     consumer_offsets: CudaSlice<u32>,
+    /// Pairs (consumer task, its incomplete waited elements at the start).
     consumers: CudaSlice<u32>,
-    pending_init: CudaSlice<u32>,
     /// The tail of `EtArgs` for this graph: event offsets and counts, group layout.
     layout: Vec<u8>,
 }
@@ -96,6 +95,7 @@ impl GraphState {
         };
         let plan = DynamicPlan::new(r);
         let layout = layout_words(r);
+        let consumers: Vec<u32> = r.consumers.items.iter().flat_map(|&t| [t, plan.pending[t as usize]]).collect();
         Ok(GraphState {
             schedule,
             epoch: 0,
@@ -110,8 +110,7 @@ impl GraphState {
             queue_tasks: upload(stream, &tasks)?,
             seeds: upload(stream, &plan.seeds)?,
             consumer_offsets: upload(stream, &r.consumers.offsets)?,
-            consumers: upload(stream, &r.consumers.items)?,
-            pending_init: upload(stream, &plan.pending)?,
+            consumers: upload(stream, &consumers)?,
             layout,
             resolved,
         })
@@ -126,7 +125,6 @@ impl GraphState {
             seeds: ptr(&self.seeds),
             consumer_offsets: ptr(&self.consumer_offsets),
             consumers: ptr(&self.consumers),
-            pending_init: ptr(&self.pending_init),
             dyn_state: ptr(&self.dyn_state),
             abort_flag: ptr(&self.abort_flag),
             error: ptr(&self.error_record),

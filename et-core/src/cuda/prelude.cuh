@@ -126,9 +126,8 @@ struct Runtime {
     const unsigned int* queue_offsets;   // static: per CTA, grid + 1 entries
     const unsigned int* queue_tasks;     // static: task ids
     const unsigned int* seeds;           // dynamic: tasks ready at start
-    const unsigned int* consumer_offsets;// dynamic: element -> consumer tasks (CSR)
-    const unsigned int* consumers;
-    const unsigned int* pending_init;    // dynamic: incomplete waited elements per task
+    const unsigned int* consumer_offsets;// dynamic: element -> consumers (CSR offsets)
+    const uint2* consumers;              // dynamic: (task, waited elements incomplete at start)
     unsigned int* dyn_state;             // dynamic: [head, tail, pending_done[n_tasks], ready[n_tasks]], zeroed per launch
     unsigned int* abort_flag;            // set once by the watchdog
     unsigned long long* error;           // [task, element, value, expected]
@@ -255,15 +254,17 @@ struct Ctx {
         }
     }
 
-    // Dynamic scheduling: element e completed, release its consumers.
+    // Dynamic scheduling: element e completed, release its consumers. A consumer that
+    // waits on this element alone is pushed without touching its pending counter.
     __device__ void complete(unsigned int e) {
         unsigned int* pending_done = rt.dyn_state + 2;
         unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
-        for (unsigned int k = rt.consumer_offsets[e]; k < rt.consumer_offsets[e + 1]; ++k) {
-            const unsigned int c = rt.consumers[k];
-            if (atom_acq_rel_add(pending_done + c, 1u) + 1u == rt.pending_init[c]) {
+        const unsigned int begin = __ldg(rt.consumer_offsets + e), end = __ldg(rt.consumer_offsets + e + 1);
+        for (unsigned int k = begin; k < end; ++k) {
+            const uint2 c = __ldg(rt.consumers + k);
+            if (c.y == 1u || atom_acq_rel_add(pending_done + c.x, 1u) + 1u == c.y) {
                 const unsigned int slot = atomicAdd(rt.dyn_state + 1, 1u);
-                st_release(ready + slot, c + 1u);
+                st_release(ready + slot, c.x + 1u);
             }
         }
     }
