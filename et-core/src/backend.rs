@@ -34,8 +34,9 @@ pub struct LaunchOptions {
     /// CPU backend: seeded random placement, order and delays, to expose missing
     /// dependencies.
     pub chaos: Option<u64>,
-    /// The longest any single wait may take before the launch is aborted (default 2 s,
-    /// or `ET_WATCHDOG_MS`).
+    /// GPU: the longest any single wait may take before the launch is aborted (default
+    /// 2 s, or `ET_WATCHDOG_MS`). The CPU backend needs none: it detects deadlocks exactly,
+    /// and a slow CPU op is not a hang.
     pub watchdog: Duration,
     /// Write a Chrome/Perfetto trace of the launch to this file (default: `ET_TRACE`).
     pub trace: Option<PathBuf>,

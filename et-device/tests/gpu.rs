@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use et_core::prelude::*;
 use et_core::{Error, relative_error};
-use et_device::Cuda;
+use et_device::{Cuda, CudaTensor};
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
 use ui_tests::{chain_dynamic, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split, static_dims_counts};
 
@@ -92,29 +92,57 @@ fn ui_programs_on_the_gpu_equal_their_references() {
     }
 }
 
+/// Routes 32 token copies evenly to 4 experts; returns the launch inputs.
+fn moe_inputs(gpu: &Cuda) -> (CudaTensor<u32>, CudaTensor<f32>, CudaTensor<f32>, CudaTensor<f32>) {
+    let routes: Vec<u32> = (0..32).map(|i| (i % 4) as u32).collect();
+    let topk = gpu.upload(&Tensor::from_vec(&[16, 2], routes).unwrap()).unwrap();
+    let x = gpu.upload(&Tensor::<f32>::random(&[16, 8], 1)).unwrap();
+    (topk, x, gpu.poisoned::<f32>(&[32, 8]).unwrap(), gpu.poisoned::<f32>(&[4, 8]).unwrap())
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn watchdog_names_the_stuck_wait_and_the_context_survives() {
     use ui_tests::moe_routing::moe_gather;
     let gpu = gpu();
-    let routes: Vec<u32> = (0..32).map(|i| (i % 4) as u32).collect();
-    let topk = gpu.upload(&Tensor::from_vec(&[16, 2], routes).unwrap()).unwrap();
-    let x = gpu.upload(&Tensor::<f32>::random(&[16, 8], 1)).unwrap();
-    let mut slots = gpu.poisoned::<f32>(&[32, 8]).unwrap();
-    let mut y = gpu.poisoned::<f32>(&[4, 8]).unwrap();
-    // expert 2 expects 9 tokens, 8 come
-    let bad = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 9, 8]).unwrap()).unwrap();
-    let t0 = Instant::now();
-    let err = moe_gather::launch(&gpu, &topk, &bad, &x, &mut slots, &mut y).unwrap_err();
-    assert!(t0.elapsed() < Duration::from_secs(3), "took {:?}", t0.elapsed());
-    let Error::Watchdog { wait, .. } = &err else { panic!("expected the watchdog, got {err}") };
-    assert_eq!(wait.task, "expert[2]", "{err}");
-    assert_eq!(wait.element, "arrived[2]", "{err}");
-    assert_eq!((wait.value, wait.expected), (8, 9), "{err}");
-    // the next launch works
-    let good = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap()).unwrap();
-    moe_gather::launch(&gpu, &topk, &good, &x, &mut slots, &mut y).unwrap();
-    moe_routing::check(&gpu, 4, 7, None);
+    // both paths of the watchdog: a CTA stuck in a wait (static), and CTAs stuck on the
+    // ready queue because the task never becomes ready (dynamic)
+    for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+        let opts = LaunchOptions { schedule: Some(schedule), trace: None, ..Default::default() };
+        let (topk, x, mut slots, mut y) = moe_inputs(&gpu);
+        // expert 2 expects 9 tokens, 8 come
+        let bad = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 9, 8]).unwrap()).unwrap();
+        let t0 = Instant::now();
+        let err = moe_gather::launch_with(&gpu, &opts, &topk, &bad, &x, &mut slots, &mut y).unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(3), "{schedule:?}: took {:?}", t0.elapsed());
+        let Error::Watchdog { wait, .. } = &err else { panic!("{schedule:?}: expected the watchdog, got {err}") };
+        assert_eq!(wait.task, "expert[2]", "{schedule:?}: {err}");
+        assert_eq!(wait.element, "arrived[2]", "{schedule:?}: {err}");
+        assert_eq!((wait.value, wait.expected), (8, 9), "{schedule:?}: {err}");
+        // the next launches work, with the same and with other data
+        let good = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap()).unwrap();
+        moe_gather::launch_with(&gpu, &opts, &topk, &good, &x, &mut slots, &mut y).unwrap();
+        moe_routing::check(&gpu, 4, 7, None);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dynamic_counts_under_the_static_schedule_equal_the_dynamic_schedule() {
+    use ui_tests::moe_routing::moe_gather;
+    let gpu = gpu();
+    let (topk, x, mut slots, _) = moe_inputs(&gpu);
+    let counts = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap()).unwrap();
+    let mut results = Vec::new();
+    for schedule in [ScheduleKind::Dynamic, ScheduleKind::Static, ScheduleKind::Static] {
+        let opts = LaunchOptions { schedule: Some(schedule), trace: None, ..Default::default() };
+        let mut y = gpu.poisoned::<f32>(&[4, 8]).unwrap();
+        moe_gather::launch_with(&gpu, &opts, &topk, &counts, &x, &mut slots, &mut y).unwrap();
+        results.push(gpu.download(&y).unwrap());
+    }
+    assert!(results[0].as_slice().iter().all(|v| v.is_finite()));
+    assert_eq!(results[0], results[1]);
+    assert_eq!(results[1], results[2], "a second static launch (next epoch) agrees");
 }
 
 #[test]
@@ -167,4 +195,10 @@ fn views_share_memory_and_launch_like_tensors() {
     let flat = gpu.download(&d.reshape(&[2 * 96 * 128]).unwrap()).unwrap();
     assert_eq!(flat.as_slice(), stacked.as_slice());
     assert!(d.rows(100..300).is_err() && d.reshape(&[7]).is_err());
+}
+
+#[test]
+fn the_backend_can_be_shared_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Cuda>();
 }

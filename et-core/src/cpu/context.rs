@@ -73,7 +73,6 @@ impl<'a> TaskContext<'a> {
         if let Some(report) = exec.monitor.block(self.worker, self.task, el, &exec.resolved, &exec.counters) {
             exec.fail_deadlock(report);
         }
-        let started = Instant::now();
         let mut last_check = Instant::now();
         loop {
             if counter.load(Ordering::Acquire) >= target {
@@ -88,9 +87,6 @@ impl<'a> TaskContext<'a> {
                 last_check = Instant::now();
                 if let Some(report) = exec.monitor.recheck(&exec.resolved, &exec.counters) {
                     exec.fail_deadlock(report);
-                }
-                if started.elapsed() > exec.options.watchdog {
-                    exec.fail_watchdog(self.task, el);
                 }
             }
             std::thread::yield_now();

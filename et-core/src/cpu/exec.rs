@@ -64,17 +64,6 @@ impl Execution<'_> {
         std::panic::resume_unwind(Box::new(Aborted))
     }
 
-    pub(crate) fn fail_watchdog(&self, task: TaskId, el: u32) -> ! {
-        let wait = BlockedWait {
-            task: self.resolved.describe_task(task),
-            element: self.resolved.describe_element(el),
-            value: self.counters[el as usize].load(Ordering::Acquire),
-            expected: self.resolved.target[el as usize],
-        };
-        self.fail(Error::Watchdog { kernel: self.kernel.name().to_string(), wait, limit: self.options.watchdog });
-        std::panic::resume_unwind(Box::new(Aborted))
-    }
-
     /// Dynamic schedule: an element just completed; release its consumers.
     pub(crate) fn element_complete(&self, el: u32) {
         let Some((q, cv)) = &self.queue else { return };
