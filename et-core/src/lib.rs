@@ -1,6 +1,6 @@
 //! `et-core`: the runtime of the `et` megakernel compiler.
 //!
-//! - [`Tensor`] and the element types ([`Element`]: `f32`, [`bf16`], [`f16`], `i32`, `u32`);
+//! - [`Tensor`] and the element types ([`Element`]: `f32`, [`bf16`], [`f16`](struct@f16), `i32`, `u32`);
 //! - the task-graph model ([`graph`], re-exported from `et-graph`): tile groups, event
 //!   tensors, access maps, symbolic dims, static and dynamic schedules;
 //! - the tile-op library ([`ops`]) and the [`tile_op!`] macro for your own ops;

@@ -1,10 +1,10 @@
 //! `#[megakernel]`: the procedural macro of `et`. Use it through `et_core`
 //! (`use et_core::prelude::*;`), which re-exports it.
 //!
-//! The entry points here are thin shims over [`expand`], which works on `proc_macro2`
-//! tokens so that unit tests can call it: parse into a typed model ([`model`], [`parse`])
-//! → lower to the task-graph description and check every rule ([`analyze`]) → generate
-//! the host code ([`host`]) and the CUDA source ([`cuda`]).
+//! The entry points here are thin shims over `expand`, which works on `proc_macro2`
+//! tokens so that unit tests can call it: parse into a typed model (`model`, `parse`)
+//! → lower to the task-graph description and check every rule (`analyze`) → generate
+//! the host code (`host`) and the CUDA source (`cuda`).
 
 mod analyze;
 mod attr;

@@ -1,5 +1,5 @@
 //! Offset point accesses (`e[i + 1]`) and the dynamic schedule: a chain where step `i`
-//! waits for step `i - 1`, out[i + 1] = out[i] + x[i].
+//! waits for step `i - 1`, `out[i + 1] = out[i] + x[i]`.
 use et_core::prelude::*;
 
 #[megakernel(schedule = "dynamic")]

@@ -1,5 +1,5 @@
 //! Range accesses: `e[k * 8 .. k * 8 + 8]` (a block of elements) and `e[..]` (all).
-//! part[p] = x[p] + x[p]; block[k] sums its 8 parts after waiting on exactly them;
+//! `part[p] = x[p] + x[p]`; `block[k]` sums its 8 parts after waiting on exactly them;
 //! gather waits on every block, then copies the first one out.
 use et_core::prelude::*;
 
