@@ -31,8 +31,13 @@ impl Errors {
         self.all.is_none()
     }
 
-    pub fn into_result(self) -> Result<(), syn::Error> {
-        self.all.map_or(Ok(()), Err)
+    /// All errors as one; called once checking failed, so at least one was pushed
+    /// (an analysis that gives up without one is a bug, reported as such rather than
+    /// compiling a stub silently).
+    pub fn into_error(self) -> syn::Error {
+        self.all.unwrap_or_else(|| {
+            syn::Error::new(Span::call_site(), "internal error in #[megakernel]: checking failed without an error")
+        })
     }
 }
 

@@ -2,12 +2,39 @@
 //! generated code, with every error collected.
 
 use proc_macro2::TokenStream;
-use quote::quote;
 
+use crate::analyze::Analyzed;
+use crate::attr::Args;
 use crate::diag::Errors;
+use crate::model::Megakernel;
 
-/// Expands `#[megakernel(attr)] item`.
+/// Expands `#[megakernel(attr)] item`: the megakernel's module, or the errors beside the
+/// closest valid output (see `stub`).
 pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match check(attr, item) {
+        Checked::Ok { args, model, analyzed } => {
+            let out = crate::host::generate(&model, &analyzed, &args);
+            if args.debug {
+                eprintln!("// #[megakernel] expansion of `{}`\n{out}", model.name);
+            }
+            out
+        }
+        Checked::Failed { args, model, errors } => {
+            crate::stub::failed(errors.to_compile_error(), model.as_ref(), &args)
+        }
+    }
+}
+
+/// What the front end (attribute, model, rules) made of a megakernel.
+pub(crate) enum Checked {
+    /// Every rule holds: ready for code generation.
+    Ok { args: Args, model: Megakernel, analyzed: Analyzed },
+    /// Every error found, with what parsed (`model` is `None` if the item is no function).
+    Failed { args: Args, model: Option<Megakernel>, errors: syn::Error },
+}
+
+/// Parses and checks `#[megakernel(attr)] item`, collecting every error.
+pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
     let mut errors = Errors::default();
     let args = crate::attr::parse(attr, &mut errors);
     let before_parse = errors.count();
@@ -15,40 +42,23 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(m) => m,
         Err(e) => {
             errors.push(e);
-            return errors.into_result().unwrap_err().to_compile_error();
+            return Checked::Failed { args, model: None, errors: errors.into_error() };
         }
     };
     // a parameter or statement that did not parse leaves names undefined: analysing
     // what is left would only add follow-on errors
     let parsed_cleanly = errors.count() == before_parse;
     let analyzed = if parsed_cleanly { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
-    match (analyzed, errors.into_result()) {
-        (Some(a), Ok(())) => {
-            let out = crate::host::generate(&model, &a, &args);
-            if args.debug {
-                eprintln!("// #[megakernel] expansion of `{}`\n{out}", model.name);
-            }
-            out
-        }
-        (_, result) => {
-            // The function's extents syntax only means something to this macro, so the
-            // item is not re-emitted as is; an empty module of the same name keeps the
-            // paths that name it resolving, so only the real errors show.
-            let compile_errors = result.err().map(|e| e.to_compile_error());
-            let vis = &model.vis;
-            let name = &model.name;
-            quote! {
-                #compile_errors
-                #[allow(dead_code)]
-                #vis mod #name {}
-            }
-        }
+    match analyzed {
+        Some(analyzed) if errors.is_empty() => Checked::Ok { args, model, analyzed },
+        _ => Checked::Failed { args, model: Some(model), errors: errors.into_error() },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quote::quote;
 
     fn expand(attr: TokenStream, item: TokenStream) -> String {
         megakernel(attr, item).to_string()
@@ -94,6 +104,10 @@ mod tests {
         let out = expand(quote!(schedule = "dynamc"), item);
         assert!(out.contains("did you mean \\\"dynamic\\\""), "{out}");
         assert!(out.contains("cannot find event `ee`"), "{out}");
+        // beside the errors, the stub module keeps `k::launch` and `k::KERNEL` resolving
+        assert!(out.contains("mod k"), "{out}");
+        assert!(out.contains("pub fn launch < B"), "{out}");
+        assert!(out.contains("pub static KERNEL"), "{out}");
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     }
 }
 
-fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
+pub(crate) fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
     match d {
         DType::F32 => quote!(f32),
         DType::BF16 => quote!(#p::bf16),

@@ -1,20 +1,10 @@
 //! `#[megakernel]`: the procedural macro of `et`. Use it through `et_core`
 //! (`use et_core::prelude::*;`), which re-exports it.
 //!
-//! The entry points here are thin shims over `expand`, which works on `proc_macro2`
-//! tokens so that unit tests can call it: parse into a typed model (`model`, `parse`)
-//! → lower to the task-graph description and check every rule (`analyze`) → generate
-//! the host code (`host`) and the CUDA source (`cuda`).
-
-mod analyze;
-mod attr;
-mod cuda;
-mod diag;
-mod expand;
-mod host;
-mod lower;
-mod model;
-mod parse;
+//! This crate is the thin proc-macro shim: the logic is the plain library `et_dsl`, on
+//! `proc_macro2` tokens, so that tests and the `et-dump` tool can run it outside the
+//! compiler. The markers `tile!`, `wait!`, `signal!` and `event!` live here because only
+//! a proc-macro crate can export macros.
 
 use proc_macro::TokenStream;
 
@@ -43,7 +33,7 @@ use proc_macro::TokenStream;
 /// `crate = "path"` (where `et_core` is), `debug` (print the expansion).
 #[proc_macro_attribute]
 pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    expand::megakernel(attr.into(), item.into()).into()
+    et_dsl::megakernel(attr.into(), item.into()).into()
 }
 
 fn outside(name: &str) -> TokenStream {
