@@ -330,9 +330,12 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
     if input.peek(Ident) && input.peek2(syn::token::Bracket) {
         let tensor: Ident = input.parse()?;
         let content;
-        bracketed!(content in input);
+        let bracket = bracketed!(content in input);
         let at: Punctuated<Expr, Token![,]> = Punctuated::parse_terminated(&content)?;
-        let tokens = quote::quote!(#tensor[#at]);
+        // rebuilt with the user's bracket span, so that errors spanning `tensor[..]` point
+        // at it (a group made by `quote!` would span the attribute)
+        let mut tokens = tensor.to_token_stream();
+        bracket.surround(&mut tokens, |t| at.to_tokens(t));
         return Ok(IndexExpr::Data { tensor, at: at.into_iter().collect(), tokens });
     }
     let e: Expr = input.parse()?;
@@ -345,4 +348,18 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
         }
         e => IndexExpr::At(e),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_index_keeps_the_users_spans() {
+        let access: AccessExpr = syn::parse_str("e[t, topk[t, k]]").unwrap();
+        let tokens: Vec<_> = access.indices[1].tokens().into_iter().collect();
+        let starts: Vec<_> = tokens.iter().map(|t| t.span().start()).map(|at| (at.line, at.column)).collect();
+        // `topk` at column 5 and its bracket at 9, as written (not the macro's call site)
+        assert_eq!(starts, [(1, 5), (1, 9)]);
+    }
 }
