@@ -6,19 +6,44 @@ use std::time::Duration;
 use et_graph::ScheduleKind;
 use et_graph::schedule::Placement;
 
+use crate::cpu::CpuTaskFn;
 use crate::dtype::Element;
+use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::raw::RawTensor;
 
+/// A megakernel as backends launch it: its backend-neutral description and, beside it,
+/// the entry points that the macro generates for backends that run Rust code.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelEntry<'k> {
+    /// The description: graph, CUDA source, origin.
+    pub kernel: &'k Kernel,
+    /// The CPU backend's task functions, one per tile group in group order.
+    pub cpu_tasks: &'k [CpuTaskFn],
+}
+
 /// A tensor type that a backend launches kernels on.
 pub trait BackendTensor<T: Element> {
-    /// The kernel-argument view (address in the backend's memory, shape, strides).
+    /// The kernel-argument view of a tensor the kernel reads (address in the backend's
+    /// memory, shape, strides).
     fn raw(&self) -> RawTensor;
+
+    /// The kernel-argument view of a tensor the kernel writes: taken from a unique
+    /// borrow, so that writes go through an address nothing else may use meanwhile.
+    /// Backends whose tensors live outside Rust's memory (device allocations) can keep
+    /// this default.
+    fn raw_mut(&mut self) -> RawTensor {
+        self.raw()
+    }
 }
 
 impl<T: Element> BackendTensor<T> for crate::Tensor<T> {
     fn raw(&self) -> RawTensor {
         crate::Tensor::raw(self)
+    }
+
+    fn raw_mut(&mut self) -> RawTensor {
+        crate::Tensor::raw_mut(self)
     }
 }
 
@@ -58,6 +83,26 @@ impl Default for LaunchOptions {
     }
 }
 
+impl LaunchOptions {
+    /// Checks the options every backend shares: a zero worker count or a zero watchdog
+    /// is an error naming the option, not a silent substitute.
+    pub fn validate(&self) -> Result<()> {
+        if self.workers == Some(0) {
+            return Err(Error::InvalidOption {
+                option: "workers",
+                message: "a launch needs at least one worker (`None` picks the backend's default)".into(),
+            });
+        }
+        if self.watchdog.is_zero() {
+            return Err(Error::InvalidOption {
+                option: "watchdog",
+                message: "a zero limit would stop every wait (set a positive duration, or ET_WATCHDOG_MS > 0)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// What a launch did.
 #[derive(Clone, Debug)]
 pub struct LaunchReport {
@@ -84,16 +129,25 @@ pub trait Backend {
     fn describe(&self) -> String;
 
     /// Copies a host tensor into the backend's memory.
-    fn upload<T: Element>(&self, host: &crate::Tensor<T>) -> crate::Result<Self::Tensor<T>>;
+    fn upload<T: Element>(&self, host: &crate::Tensor<T>) -> Result<Self::Tensor<T>>;
 
     /// Copies a backend tensor back to the host.
-    fn download<T: Element>(&self, tensor: &Self::Tensor<T>) -> crate::Result<crate::Tensor<T>>;
+    fn download<T: Element>(&self, tensor: &Self::Tensor<T>) -> Result<crate::Tensor<T>>;
 
-    /// Runs `kernel` once over `args` (in signature order) and waits for it.
-    fn launch(
+    /// Runs `kernel` once over `args` (in signature order) and waits for it. The generated
+    /// `launch`/`launch_with` of each megakernel call this safely.
+    ///
+    /// # Safety
+    /// For the whole call, each `args[t]` must describe a live allocation of this backend
+    /// (host memory for [`crate::Cpu`], device memory of this context for a GPU) holding
+    /// at least the elements its shape and strides address, of its dtype; the tensors the
+    /// graph declares written ([`et_graph::Access::Write`]) must come from
+    /// [`BackendTensor::raw_mut`] of a unique borrow held for the call, and no other
+    /// argument may overlap them.
+    unsafe fn launch(
         &self,
-        kernel: &'static Kernel,
+        kernel: &KernelEntry<'_>,
         args: &[RawTensor],
         options: &LaunchOptions,
-    ) -> crate::Result<LaunchReport>;
+    ) -> Result<LaunchReport>;
 }

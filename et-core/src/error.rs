@@ -30,6 +30,13 @@ pub enum Error {
     Resolve(ResolveError),
     /// A host tensor was built with an inconsistent shape.
     Shape(String),
+    /// A launch option has a value no launch can honour.
+    InvalidOption {
+        /// The option's field name in `LaunchOptions`.
+        option: &'static str,
+        /// Why, and what to use instead.
+        message: String,
+    },
     /// No task can make progress: every waiting task, its element and its count.
     Deadlock {
         /// The megakernel.
@@ -73,6 +80,7 @@ impl fmt::Display for Error {
         match self {
             Error::Resolve(e) => write!(f, "{e}"),
             Error::Shape(m) => write!(f, "{m}"),
+            Error::InvalidOption { option, message } => write!(f, "invalid launch option `{option}`: {message}"),
             Error::Deadlock { kernel, blocked } => {
                 write!(f, "deadlock in megakernel `{kernel}`: no task can make progress")?;
                 for b in blocked {

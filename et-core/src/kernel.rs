@@ -1,20 +1,20 @@
-//! Megakernels as the macro emits them, and the registry of all of them.
+//! The backend-neutral description of a megakernel, and the registry of all of them.
+
+use std::borrow::Cow;
 
 use et_graph::GraphSpec;
 
+use crate::abi::ArgsLayout;
+use crate::backend::KernelEntry;
 use crate::raw::RawTensor;
 
-/// The CPU implementation of one tile group: runs one task (waits, ops, signals).
-pub type CpuTaskFn = fn(&crate::cpu::TaskContext<'_>);
-
-/// A megakernel: its task graph, the CPU body of each tile group and its CUDA source.
-/// `#[megakernel]` emits one as a `static`.
-#[derive(Debug)]
+/// A megakernel as data: its task graph, its CUDA source and where it was defined.
+/// `#[megakernel]` emits one as a `static`; tests build them at run time. What each
+/// backend runs beside it (the CPU task functions) travels in a [`KernelEntry`].
+#[derive(Clone, Debug)]
 pub struct Kernel {
     /// The task-graph description.
     pub graph: GraphSpec,
-    /// One CPU task function per tile group, in group order.
-    pub cpu_tasks: &'static [CpuTaskFn],
     /// The CUDA side.
     pub cuda: CudaSource,
     /// `module_path!()` of the definition.
@@ -24,19 +24,29 @@ pub struct Kernel {
 }
 
 /// The parts of a megakernel's CUDA source.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct CudaSource {
-    /// Generated text: arguments struct, one device function per tile group, and the
-    /// persistent entry point `et_main`. Carries `#line` directives into the user's file.
-    pub body: &'static str,
+    /// Generated text: one device function per tile group and the persistent entry point
+    /// `et_main`. Carries `#line` directives into the user's file.
+    pub body: Cow<'static, str>,
     /// CUDA text of the tile ops the body calls, in first-use order.
     pub ops: &'static [&'static str],
     /// Threads per CTA.
     pub block_threads: u32,
 }
 
-/// The runtime prelude every kernel is compiled with (types, tiles, event protocol).
-pub const CUDA_PRELUDE: &str = include_str!("cuda/prelude.cuh");
+/// The runtime code every kernel is compiled with (scalar types, tiles, the event
+/// protocol); [`cuda_prelude`] puts the ABI's declarations in front of it.
+const PRELUDE_CODE: &str = include_str!("cuda/prelude.cuh");
+
+/// What every kernel's translation unit starts with: the declarations of the kernel ABI
+/// ([`crate::abi::c_declarations`]) and the runtime prelude.
+pub fn cuda_prelude() -> String {
+    let mut s = crate::abi::c_declarations();
+    s.push_str("#line 1 \"et-core/src/cuda/prelude.cuh\"\n");
+    s.push_str(PRELUDE_CODE);
+    s
+}
 
 impl Kernel {
     /// The megakernel's name.
@@ -44,10 +54,10 @@ impl Kernel {
         &self.graph.name
     }
 
-    /// The complete CUDA translation unit: prelude, the ops (each once), the body.
+    /// The complete CUDA translation unit: the ABI and the prelude, the ops (each once),
+    /// this kernel's `EtArgs`, the body.
     pub fn cuda_source(&self) -> String {
-        let mut src = String::with_capacity(CUDA_PRELUDE.len() + self.cuda.body.len() + 4096);
-        src.push_str(CUDA_PRELUDE);
+        let mut src = cuda_prelude();
         let mut seen: Vec<&str> = Vec::new();
         for op in self.cuda.ops {
             if !seen.contains(op) {
@@ -56,8 +66,8 @@ impl Kernel {
                 src.push_str(op);
             }
         }
-        src.push('\n');
-        src.push_str(self.cuda.body);
+        src.push_str(&ArgsLayout::new(&self.graph).c_declaration());
+        src.push_str(&self.cuda.body);
         src
     }
 
@@ -89,7 +99,7 @@ impl Kernel {
 
 /// A registration of a megakernel in the process-wide registry (through `inventory`).
 #[derive(Debug)]
-pub struct KernelRegistration(pub &'static Kernel);
+pub struct KernelRegistration(pub &'static KernelEntry<'static>);
 
 inventory::collect!(KernelRegistration);
 
@@ -97,8 +107,8 @@ inventory::collect!(KernelRegistration);
 ///
 /// `inventory` only sees crates that the program actually links: name your kernel
 /// crates (`use my_kernels as _;`) in binaries that need their kernels registered.
-pub fn registered_kernels() -> Vec<&'static Kernel> {
-    let mut v: Vec<&'static Kernel> = inventory::iter::<KernelRegistration>.into_iter().map(|r| r.0).collect();
-    v.sort_by_key(|k| (k.module_path, k.name()));
+pub fn registered_kernels() -> Vec<KernelEntry<'static>> {
+    let mut v: Vec<KernelEntry<'static>> = inventory::iter::<KernelRegistration>.into_iter().map(|r| *r.0).collect();
+    v.sort_by_key(|k| (k.kernel.module_path, k.kernel.name()));
     v
 }

@@ -9,6 +9,7 @@
 //!
 //! Write megakernels with [`megakernel`]; see the crate README for a tour.
 
+pub mod abi;
 pub mod backend;
 pub mod cpu;
 pub mod dtype;
@@ -23,14 +24,14 @@ pub mod trace;
 /// The task-graph model and its analyses (the `et-graph` crate).
 pub use et_graph as graph;
 
-pub use backend::{Backend, BackendTensor, LaunchOptions, LaunchReport};
+pub use backend::{Backend, BackendTensor, KernelEntry, LaunchOptions, LaunchReport};
 pub use cpu::Cpu;
 pub use dtype::{DType, Element, bf16, f16};
 pub use error::{BlockedWait, Error, Result};
 pub use et_graph::ScheduleKind;
 pub use et_graph::schedule::Placement;
 pub use et_macros::{event, megakernel, signal, tile, wait};
-pub use kernel::{CUDA_PRELUDE, Kernel, KernelRegistration, registered_kernels};
+pub use kernel::{Kernel, KernelRegistration, cuda_prelude, registered_kernels};
 pub use raw::RawTensor;
 pub use tensor::{Tensor, relative_error};
 pub use tile::{InTensor, OutTensor, TileMut, TileRef};
@@ -47,13 +48,14 @@ pub mod prelude {
 /// Paths used by code that `#[megakernel]` generates. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::backend::{Backend, BackendTensor, LaunchOptions, LaunchReport};
-    pub use crate::cpu::TaskContext;
+    pub use crate::backend::{Backend, BackendTensor, KernelEntry, LaunchOptions, LaunchReport};
+    pub use crate::cpu::{CpuTaskFn, TaskContext};
     pub use crate::error::Result;
-    pub use crate::kernel::{CpuTaskFn, CudaSource, Kernel, KernelRegistration};
+    pub use crate::kernel::{CudaSource, Kernel, KernelRegistration};
     pub use crate::raw::RawTensor;
     pub use crate::tile::{InTensor, OutTensor};
     pub use crate::{bf16, f16};
+    pub use core::primitive::{f32, i32, u32};
     pub use et_graph::{
         Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index,
         ScheduleKind, TensorSpec, Term, TileAccess,

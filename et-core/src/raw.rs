@@ -4,6 +4,9 @@ use crate::dtype::DType;
 
 /// A tensor as a kernel argument: an address in the backend's memory (host or device),
 /// a dtype, a shape and strides (in elements).
+///
+/// Plain data: making one is safe, launching with one is not ([`crate::Backend::launch`]
+/// is `unsafe` and states what the addresses must satisfy).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawTensor {
     /// Address of element 0 in the backend's address space.

@@ -118,9 +118,15 @@ impl<T: Element> Tensor<T> {
         Tensor { shape: t.shape.clone(), data: t.data.iter().map(|&v| T::from_f32(v)).collect() }
     }
 
-    /// The kernel-argument view of this tensor (host address).
+    /// The kernel-argument view of this tensor for reading (host address).
     pub fn raw(&self) -> RawTensor {
         RawTensor::new(self.data.as_ptr() as u64, T::DTYPE, &self.shape)
+    }
+
+    /// The kernel-argument view of this tensor for writing: the address comes from a
+    /// unique borrow, so writes through it do not alias a shared one.
+    pub fn raw_mut(&mut self) -> RawTensor {
+        RawTensor::new(self.data.as_mut_ptr() as u64, T::DTYPE, &self.shape)
     }
 }
 

@@ -188,14 +188,6 @@ impl<T: Element, const R: usize> TileRef<'_, T, R> {
     pub fn get_flat(&self, k: usize) -> T {
         self.get(unflatten(self.shape, k))
     }
-
-    /// The element at position `k` of dimension 0 (other coordinates 0).
-    #[inline]
-    pub fn get_row(&self, k: usize) -> T {
-        let mut idx = [0; R];
-        idx[0] = k;
-        self.get(idx)
-    }
 }
 
 impl<T: Element, const R: usize> TileMut<'_, T, R> {

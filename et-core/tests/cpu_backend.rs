@@ -8,10 +8,13 @@ use common::*;
 use et_core::__private::{Access, Count, DType, Index};
 use et_core::cpu::TaskContext;
 use et_core::ops::add;
-use et_core::{Backend, Cpu, Error, Kernel, LaunchOptions, Placement, RawTensor, ScheduleKind, Tensor};
+use et_core::{Backend, Cpu, Error, LaunchOptions, Placement, RawTensor, ScheduleKind, Tensor};
 
-fn run(k: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> et_core::Result<et_core::LaunchReport> {
-    Cpu::with_workers(4).launch(k, args, options)
+/// Launches `k` on 4 CPU workers. Every caller passes views of tensors alive for the
+/// call, with the written ones from `raw_mut`.
+fn run(k: &TestKernel, args: &[RawTensor], options: &LaunchOptions) -> et_core::Result<et_core::LaunchReport> {
+    // SAFETY: see above.
+    unsafe { Cpu::with_workers(4).launch(&k.entry(), args, options) }
 }
 
 fn every_schedule() -> Vec<LaunchOptions> {
@@ -31,9 +34,9 @@ fn split_row_sum_matches_sequential_at_several_sizes() {
         let a = Tensor::<f32>::random(&[rows_blocks * 32, 128], seed as u64);
         let (part_ref, c_ref) = split_row_sum_reference(&a);
         for opts in every_schedule() {
-            let part = Tensor::<f32>::poisoned(&[rows_blocks * 32, 4]);
-            let c = Tensor::<f32>::poisoned(&[rows_blocks * 32]);
-            let report = run(k, &[a.raw(), part.raw(), c.raw()], &opts).unwrap();
+            let mut part = Tensor::<f32>::poisoned(&[rows_blocks * 32, 4]);
+            let mut c = Tensor::<f32>::poisoned(&[rows_blocks * 32]);
+            let report = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &opts).unwrap();
             assert_eq!(report.tasks as usize, rows_blocks * 5);
             assert_eq!(part.as_slice(), &part_ref[..], "{opts:?}");
             assert_eq!(c.as_slice(), &c_ref[..], "{opts:?}");
@@ -42,7 +45,7 @@ fn split_row_sum_matches_sequential_at_several_sizes() {
 }
 
 /// chain: out[0] = 0; out[i + 1] = out[i] + a[i], step i waiting for step i - 1.
-fn chain() -> &'static Kernel {
+fn chain() -> TestKernel {
     fn seed(cx: &TaskContext<'_>) {
         cx.output::<f32>(1).tile_mut([0], [1]).set([0], 0.0);
         cx.signal(0);
@@ -87,15 +90,15 @@ fn chain_matches_sequential() {
             want[i + 1] = want[i] + a.as_slice()[i];
         }
         for opts in every_schedule() {
-            let out = Tensor::<f32>::poisoned(&[n + 1]);
-            run(k, &[a.raw(), out.raw()], &opts).unwrap();
+            let mut out = Tensor::<f32>::poisoned(&[n + 1]);
+            run(&k, &[a.raw(), out.raw_mut()], &opts).unwrap();
             assert_eq!(out.as_slice(), &want[..], "n = {n}, {opts:?}");
         }
     }
 }
 
 /// diamond per block b: s = x + x; l = s + s and r = s + x (both after s); y = l + r.
-fn diamond() -> &'static Kernel {
+fn diamond() -> TestKernel {
     fn top(cx: &TaskContext<'_>) {
         let b = cx.var(0);
         let (x, s) = (cx.input::<f32>(0), cx.output::<f32>(1));
@@ -162,8 +165,8 @@ fn diamond_matches_sequential() {
             })
             .collect();
         for opts in every_schedule() {
-            let t: Vec<Tensor<f32>> = (0..4).map(|_| Tensor::poisoned(&[blocks * 16])).collect();
-            run(k, &[x.raw(), t[0].raw(), t[1].raw(), t[2].raw(), t[3].raw()], &opts).unwrap();
+            let mut t: Vec<Tensor<f32>> = (0..4).map(|_| Tensor::poisoned(&[blocks * 16])).collect();
+            run(&k, &[x.raw(), t[0].raw_mut(), t[1].raw_mut(), t[2].raw_mut(), t[3].raw_mut()], &opts).unwrap();
             assert_eq!(t[3].as_slice(), &want[..], "{opts:?}");
         }
     }
@@ -171,7 +174,7 @@ fn diamond_matches_sequential() {
 
 /// all-to-one: part[k] = a[k] + a[k] for K workers, then one task waits on every
 /// element of `e` (a `..` range) and sums the rows.
-fn all_to_one() -> &'static Kernel {
+fn all_to_one() -> TestKernel {
     fn worker(cx: &TaskContext<'_>) {
         let k = cx.var(0);
         let (a, part) = (cx.input::<f32>(0), cx.output::<f32>(1));
@@ -212,9 +215,9 @@ fn all_to_one_matches_sequential() {
         let a = Tensor::<f32>::random(&[n, 8], 3);
         let want: Vec<f32> = (0..n).map(|r| (0..8).map(|c| a.get(&[r, c]) + a.get(&[r, c])).sum()).collect();
         for opts in every_schedule() {
-            let part = Tensor::<f32>::poisoned(&[n, 8]);
-            let out = Tensor::<f32>::poisoned(&[n]);
-            run(k, &[a.raw(), part.raw(), out.raw()], &opts).unwrap();
+            let mut part = Tensor::<f32>::poisoned(&[n, 8]);
+            let mut out = Tensor::<f32>::poisoned(&[n]);
+            run(&k, &[a.raw(), part.raw_mut(), out.raw_mut()], &opts).unwrap();
             assert_eq!(out.as_slice(), &want[..], "{opts:?}");
         }
     }
@@ -222,7 +225,7 @@ fn all_to_one_matches_sequential() {
 
 /// one-to-many: one task computes s = x + x, then K tasks each wait on it and write
 /// y[k] = s + a[k].
-fn one_to_many() -> &'static Kernel {
+fn one_to_many() -> TestKernel {
     fn producer(cx: &TaskContext<'_>) {
         let (x, s) = (cx.input::<f32>(0), cx.output::<f32>(2));
         add(x.tile([0], [8]), x.tile([0], [8]), s.tile([0], [8]));
@@ -261,20 +264,20 @@ fn one_to_many_matches_sequential() {
         let want: Vec<f32> =
             (0..n * 8).map(|i| (x.as_slice()[i % 8] + x.as_slice()[i % 8]) + a.as_slice()[i]).collect();
         for opts in every_schedule() {
-            let s = Tensor::<f32>::poisoned(&[8]);
-            let y = Tensor::<f32>::poisoned(&[n * 8]);
-            run(k, &[x.raw(), a.raw(), s.raw(), y.raw()], &opts).unwrap();
+            let mut s = Tensor::<f32>::poisoned(&[8]);
+            let mut y = Tensor::<f32>::poisoned(&[n * 8]);
+            run(&k, &[x.raw(), a.raw(), s.raw_mut(), y.raw_mut()], &opts).unwrap();
             assert_eq!(y.as_slice(), &want[..], "{opts:?}");
         }
     }
 }
 
-fn chaos_run(k: &'static Kernel, a: &Tensor<f32>, seed: u64, schedule: ScheduleKind) -> (Vec<f32>, Vec<f32>) {
+fn chaos_run(k: &TestKernel, a: &Tensor<f32>, seed: u64, schedule: ScheduleKind) -> (Vec<f32>, Vec<f32>) {
     let rows = a.shape()[0];
-    let part = Tensor::<f32>::poisoned(&[rows, 4]);
-    let c = Tensor::<f32>::poisoned(&[rows]);
+    let mut part = Tensor::<f32>::poisoned(&[rows, 4]);
+    let mut c = Tensor::<f32>::poisoned(&[rows]);
     let opts = LaunchOptions { chaos: Some(seed), schedule: Some(schedule), trace: None, ..Default::default() };
-    run(k, &[a.raw(), part.raw(), c.raw()], &opts).unwrap();
+    run(k, &[a.raw(), part.raw_mut(), c.raw_mut()], &opts).unwrap();
     (part.into_vec(), c.into_vec())
 }
 
@@ -285,7 +288,7 @@ fn chaos_200_seeds_bit_identical_on_a_correct_graph() {
     let (part_ref, c_ref) = split_row_sum_reference(&a);
     for seed in 0..200u64 {
         let schedule = if seed % 2 == 0 { ScheduleKind::Static } else { ScheduleKind::Dynamic };
-        let (part, c) = chaos_run(k, &a, seed, schedule);
+        let (part, c) = chaos_run(&k, &a, seed, schedule);
         assert_eq!(part, part_ref, "seed {seed}");
         assert_eq!(
             c.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -303,7 +306,7 @@ fn chaos_exposes_a_missing_dependency() {
     let wrong = (0..200u64)
         .filter(|&seed| {
             let schedule = if seed % 2 == 0 { ScheduleKind::Static } else { ScheduleKind::Dynamic };
-            chaos_run(k, &a, seed, schedule).1 != c_ref
+            chaos_run(&k, &a, seed, schedule).1 != c_ref
         })
         .count();
     assert!(wrong > 0, "200 chaos seeds never exposed the missing wait");
@@ -312,7 +315,7 @@ fn chaos_exposes_a_missing_dependency() {
 
 /// `e` is `dyn` with its count read from `counts`; K producers signal `e[0]` once each,
 /// and the consumer waits on it.
-fn dyn_count() -> &'static Kernel {
+fn dyn_count() -> TestKernel {
     fn producer(cx: &TaskContext<'_>) {
         cx.signal(0);
     }
@@ -342,9 +345,9 @@ fn dyn_count_equal_to_signals_completes() {
     let k = dyn_count();
     for opts in every_schedule() {
         let counts = Tensor::<u32>::from_vec(&[1], vec![3]).unwrap();
-        let flag = Tensor::<f32>::poisoned(&[1]);
+        let mut flag = Tensor::<f32>::poisoned(&[1]);
         let ks = Tensor::<f32>::zeros(&[3]);
-        run(k, &[counts.raw(), flag.raw(), ks.raw()], &opts).unwrap();
+        run(&k, &[counts.raw(), flag.raw_mut(), ks.raw()], &opts).unwrap();
         assert_eq!(flag.as_slice(), &[1.0]);
     }
 }
@@ -354,10 +357,10 @@ fn deadlock_is_reported_fast_naming_task_and_element() {
     let k = dyn_count();
     for opts in every_schedule() {
         let counts = Tensor::<u32>::from_vec(&[1], vec![4]).unwrap(); // only 3 signals come
-        let flag = Tensor::<f32>::poisoned(&[1]);
+        let mut flag = Tensor::<f32>::poisoned(&[1]);
         let ks = Tensor::<f32>::zeros(&[3]);
         let t0 = Instant::now();
-        let err = run(k, &[counts.raw(), flag.raw(), ks.raw()], &opts).unwrap_err();
+        let err = run(&k, &[counts.raw(), flag.raw_mut(), ks.raw()], &opts).unwrap_err();
         assert!(t0.elapsed() < Duration::from_secs(1), "took {:?}", t0.elapsed());
         let Error::Deadlock { blocked, .. } = &err else { panic!("expected a deadlock, got {err}") };
         assert_eq!(blocked.len(), 1, "{err}");
@@ -373,9 +376,9 @@ fn deadlock_is_reported_fast_naming_task_and_element() {
 fn shape_mismatch_names_tensor_and_dimension() {
     let k = split_row_sum(false);
     let a = Tensor::<f32>::zeros(&[64, 128]);
-    let part = Tensor::<f32>::zeros(&[96, 4]);
-    let c = Tensor::<f32>::zeros(&[64]);
-    let err = run(k, &[a.raw(), part.raw(), c.raw()], &LaunchOptions::default()).unwrap_err();
+    let mut part = Tensor::<f32>::zeros(&[96, 4]);
+    let mut c = Tensor::<f32>::zeros(&[64]);
+    let err = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &LaunchOptions::default()).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("tensor `part` dimension 0 is 96"), "{text}");
     assert!(text.contains("`R` = 2 from `a` dimension 0"), "{text}");
@@ -385,9 +388,9 @@ fn shape_mismatch_names_tensor_and_dimension() {
 fn wrong_width_is_rejected_before_running() {
     let k = split_row_sum(false);
     let a = Tensor::<f32>::zeros(&[32, 64]);
-    let part = Tensor::<f32>::zeros(&[32, 4]);
-    let c = Tensor::<f32>::zeros(&[32]);
-    let err = run(k, &[a.raw(), part.raw(), c.raw()], &LaunchOptions::default()).unwrap_err();
+    let mut part = Tensor::<f32>::zeros(&[32, 4]);
+    let mut c = Tensor::<f32>::zeros(&[32]);
+    let err = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &LaunchOptions::default()).unwrap_err();
     assert!(matches!(err, Error::Resolve(_)), "{err}");
 }
 
@@ -395,11 +398,11 @@ fn wrong_width_is_rejected_before_running() {
 fn cpu_trace_has_every_task() {
     let k = split_row_sum(false);
     let a = Tensor::<f32>::random(&[3 * 32, 128], 5);
-    let part = Tensor::<f32>::zeros(&[96, 4]);
-    let c = Tensor::<f32>::zeros(&[96]);
+    let mut part = Tensor::<f32>::zeros(&[96, 4]);
+    let mut c = Tensor::<f32>::zeros(&[96]);
     let path = std::env::temp_dir().join(format!("et-cpu-trace-{}.json", std::process::id()));
     let opts = LaunchOptions { trace: Some(path.clone()), ..Default::default() };
-    run(k, &[a.raw(), part.raw(), c.raw()], &opts).unwrap();
+    run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &opts).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).ok();
     assert_eq!(text.matches("\"ph\":\"X\"").count(), 15);
@@ -430,7 +433,49 @@ fn task_panic_is_an_error_not_a_crash() {
     );
     let x = Tensor::<f32>::zeros(&[4]);
     for opts in every_schedule() {
-        let err = run(k, &[x.raw()], &opts).unwrap_err();
+        let err = run(&k, &[x.raw()], &opts).unwrap_err();
         assert!(err.to_string().contains("task boom[2] panicked: tile op assertion"), "{err}");
     }
+}
+
+#[test]
+fn zero_workers_and_zero_watchdog_are_errors_naming_the_option() {
+    let k = split_row_sum(false);
+    let a = Tensor::<f32>::random(&[32, 128], 1);
+    let (mut part, mut c) = (Tensor::<f32>::zeros(&[32, 4]), Tensor::<f32>::zeros(&[32]));
+    for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+        let zero_workers = LaunchOptions { schedule: Some(schedule), workers: Some(0), ..Default::default() };
+        let err = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &zero_workers).unwrap_err();
+        assert!(matches!(err, Error::InvalidOption { option: "workers", .. }), "{err}");
+        assert!(err.to_string().starts_with("invalid launch option `workers`"), "{err}");
+        let zero_watchdog = LaunchOptions { schedule: Some(schedule), watchdog: Duration::ZERO, ..Default::default() };
+        let err = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &zero_watchdog).unwrap_err();
+        assert!(matches!(err, Error::InvalidOption { option: "watchdog", .. }), "{err}");
+    }
+}
+
+#[test]
+fn a_run_time_kernel_is_launched_and_dropped_without_leaking() {
+    // built, launched and dropped each round: nothing has to outlive the launch
+    for rows in [1usize, 3] {
+        let k = split_row_sum(false);
+        let a = Tensor::<f32>::random(&[rows * 32, 128], rows as u64);
+        let (mut part, mut c) = (Tensor::<f32>::poisoned(&[rows * 32, 4]), Tensor::<f32>::poisoned(&[rows * 32]));
+        run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &LaunchOptions::default()).unwrap();
+        assert_eq!(c.as_slice(), &split_row_sum_reference(&a).1[..]);
+        drop(k);
+    }
+}
+
+#[test]
+fn an_entry_whose_task_functions_do_not_match_the_groups_is_an_error() {
+    let k = split_row_sum(false);
+    let entry = et_core::KernelEntry { kernel: &k.kernel, cpu_tasks: &k.cpu[..1] };
+    let a = Tensor::<f32>::random(&[32, 128], 1);
+    let (mut part, mut c) = (Tensor::<f32>::zeros(&[32, 4]), Tensor::<f32>::zeros(&[32]));
+    // SAFETY: live tensors, the written ones from `raw_mut`.
+    let err =
+        unsafe { Cpu::with_workers(2).launch(&entry, &[a.raw(), part.raw_mut(), c.raw_mut()], &Default::default()) }
+            .unwrap_err();
+    assert!(err.to_string().contains("2 tile groups but 1 CPU task functions"), "{err}");
 }

@@ -12,7 +12,9 @@ use et_core::graph::resolve::{LaunchTensors, data_tensors, resolve_dims};
 use et_core::graph::schedule::Placement;
 use et_core::graph::{Resolved, ScheduleKind};
 use et_core::trace::{TaskSpan, write_chrome_trace};
-use et_core::{Backend, BlockedWait, DType, Element, Error, Kernel, LaunchOptions, LaunchReport, RawTensor, Tensor};
+use et_core::{
+    Backend, BlockedWait, DType, Element, Error, Kernel, KernelEntry, LaunchOptions, LaunchReport, RawTensor, Tensor,
+};
 
 use crate::availability::driver_available;
 use crate::compile::{Compiler, ImageKind};
@@ -29,14 +31,22 @@ struct Loaded {
     max_grid: usize,
 }
 
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq)]
 struct StateKey {
-    kernel: usize,
+    /// The kernel's graph, compared in full (a run-time kernel may reuse an address).
+    graph: et_core::graph::GraphSpec,
     dims: Vec<i64>,
     data: u64,
     schedule: ScheduleKind,
     grid: usize,
     placement: Placement,
+}
+
+impl std::hash::Hash for StateKey {
+    // `GraphSpec` has no `Hash`: its name stands for it; equality compares it in full
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (&self.graph.name, &self.dims, self.data, self.schedule, self.grid, self.placement).hash(h);
+    }
 }
 
 /// What launches share, behind one lock (launches on a `Cuda` are serialised).
@@ -56,7 +66,8 @@ pub struct Cuda {
     name: String,
     sms: usize,
     compiler: Compiler,
-    modules: Mutex<HashMap<usize, Arc<Loaded>>>,
+    /// Loaded modules by full CUDA source (a run-time kernel may reuse an address).
+    modules: Mutex<HashMap<String, Arc<Loaded>>>,
     launcher: Mutex<Launcher>,
 }
 
@@ -159,12 +170,12 @@ impl Cuda {
     }
 
     /// Compiles (or loads from a cache) and loads `kernel`; returns it and whether NVRTC ran.
-    pub fn load(&self, kernel: &'static Kernel) -> Result<bool, Error> {
+    pub fn load(&self, kernel: &Kernel) -> Result<bool, Error> {
         self.function(kernel).map(|(_, compiled)| compiled)
     }
 
-    fn function(&self, kernel: &'static Kernel) -> Result<(Arc<Loaded>, bool), Error> {
-        let key = kernel as *const Kernel as usize;
+    fn function(&self, kernel: &Kernel) -> Result<(Arc<Loaded>, bool), Error> {
+        let key = kernel.cuda_source();
         if let Some(l) = self.modules.lock().unwrap().get(&key) {
             return Ok((l.clone(), false));
         }
@@ -263,12 +274,14 @@ impl Backend for Cuda {
         Tensor::from_vec(&t.shape, from_bytes(&bytes))
     }
 
-    fn launch(
+    unsafe fn launch(
         &self,
-        kernel: &'static Kernel,
+        entry: &KernelEntry<'_>,
         args: &[RawTensor],
         options: &LaunchOptions,
     ) -> Result<LaunchReport, Error> {
+        let kernel = entry.kernel;
+        options.validate()?;
         if options.chaos.is_some() {
             return Err(Error::Unavailable("chaos mode is a CPU-backend feature".into()));
         }
@@ -288,7 +301,7 @@ impl Backend for Cuda {
             Some(Resolved::new(&kernel.graph, &DeviceTensors(args))?)
         };
         let key = StateKey {
-            kernel: kernel as *const Kernel as usize,
+            graph: kernel.graph.clone(),
             dims: dims.clone(),
             data: fresh.as_ref().map_or(0, data_hash),
             schedule,
@@ -301,12 +314,8 @@ impl Backend for Cuda {
             if launcher.states.len() >= 64 {
                 launcher.states.clear();
             }
-            let resolved = match fresh {
-                Some(r) => r,
-                None => Resolved::new(&kernel.graph, &DeviceTensors(args))?,
-            };
-            let state = GraphState::new(&self.stream, resolved, schedule, grid, options.placement)
-                .map_err(device_err("uploading the schedule"))?;
+            let state =
+                GraphState::new(&self.stream, &kernel.graph, &DeviceTensors(args), schedule, grid, options.placement)?;
             launcher.states.insert(key.clone(), state);
         }
         let state = launcher.states.get_mut(&key).expect("inserted above");
@@ -317,7 +326,7 @@ impl Backend for Cuda {
         launcher.status.as_mut_slice().map_err(device_err("clearing the status word"))?[0] = 0;
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
         let mut rt = state.runtime(watchdog_ns, options.trace.is_some(), launcher.status_dev);
-        let mut words = state.kernel_args(args);
+        let mut words = state.kernel_args(args)?;
         let mut params: [*mut c_void; 2] = [&mut rt as *mut _ as *mut c_void, words.as_mut_ptr() as *mut c_void];
         launcher.start.record(&self.stream).map_err(device_err("recording an event"))?;
         // SAFETY: the parameters match `et_main(const et::Runtime, const EtArgs)`: `rt` is
@@ -349,7 +358,7 @@ impl Backend for Cuda {
         Ok(LaunchReport {
             backend: self.describe(),
             schedule,
-            tasks: state.resolved.n_tasks,
+            tasks: state.resolved().n_tasks,
             workers: grid,
             elapsed,
             compiled,
@@ -365,7 +374,7 @@ impl Cuda {
             let rec = self.stream.clone_dtoh(&state.error_record).map_err(device_err("reading the watchdog record"))?;
             let word = |k: usize| rec[2 * k] as u64 | (rec[2 * k + 1] as u64) << 32;
             let (task, element, value, expected) = (word(0) as u32, word(1) as u32, word(2) as u32, word(3) as u32);
-            let r = &state.resolved;
+            let r = state.resolved();
             Ok(if element == u32::MAX {
                 // a CTA waited on the ready queue: name a task that never became ready
                 let counters = self.stream.clone_dtoh(&state.counters).map_err(device_err("reading the counters"))?;
@@ -396,7 +405,7 @@ impl Cuda {
     /// Writes the trace of the last launch as Chrome trace JSON.
     fn write_trace(&self, kernel: &Kernel, state: &GraphState, path: &std::path::Path) -> Result<(), Error> {
         let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
-        let r = &state.resolved;
+        let r = state.resolved();
         let n = r.n_tasks as usize;
         let t0 = (0..n).map(|t| words[3 * t + 1]).min().unwrap_or(0);
         let spans: Vec<TaskSpan> = (0..n)

@@ -1,45 +1,26 @@
-//! The device-side runtime state of one resolved task graph, and the structures the
-//! generated kernel reads: `#[repr(C)] Runtime` (matches `et::Runtime` in the prelude)
-//! and the `EtArgs` block (matches the struct the macro generates).
+//! The device-side runtime state of one resolved task graph, and the kernel arguments
+//! packed from it by the ABI of `et_core::abi` (`Runtime` and `EtArgs`).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, ValidAsZeroBits};
-use et_core::RawTensor;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
+use et_core::abi::{ArgsLayout, EtArgs, Runtime};
+use et_core::graph::resolve::LaunchTensors;
 use et_core::graph::schedule::{DynamicPlan, Placement, StaticSchedule};
-use et_core::graph::{Count, Resolved, ScheduleKind};
-
-/// Must match `et::Runtime`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Runtime {
-    pub counters: u64,
-    pub targets: u64,
-    pub queue_offsets: u64,
-    pub queue_tasks: u64,
-    pub seeds: u64,
-    pub consumer_offsets: u64,
-    pub consumers: u64,
-    pub dyn_state: u64,
-    pub abort_flag: u64,
-    pub error: u64,
-    pub trace: u64,
-    pub host_status: u64,
-    pub watchdog_ns: u64,
-    pub epoch: u32,
-    pub n_tasks: u32,
-    pub n_seeds: u32,
-    pub dynamic: i32,
-}
-
-/// `ET_PER_ELEMENT` in the prelude: the event's counts are read per element.
-const PER_ELEMENT: u32 = u32::MAX;
+use et_core::graph::{GraphSpec, Resolved, ScheduleKind};
+use et_core::{Error, RawTensor};
 
 /// Device buffers for one resolved graph under one schedule and grid: the tables the
 /// kernel reads, its counters, and the epoch that makes a counter reset unnecessary.
 pub(crate) struct GraphState {
     /// The resolved graph this state was built for (reused while shapes and data match).
-    pub resolved: Resolved<'static>,
+    /// Borrows `spec`: declared first so that it is dropped first, and handed out only
+    /// through [`GraphState::resolved`], at the lifetime of `&self`.
+    resolved: Resolved<'static>,
+    /// The graph description `resolved` borrows, owned here so that the state outlives
+    /// the launch's kernel reference; behind an `Arc` (a shared, aliasable pointer) so
+    /// that moving the state neither moves it nor invalidates the borrow.
+    _spec: Arc<GraphSpec>,
     pub schedule: ScheduleKind,
     pub epoch: u32,
     pub counters: CudaSlice<u32>,
@@ -55,16 +36,21 @@ pub(crate) struct GraphState {
     consumer_offsets: CudaSlice<u32>,
     /// Pairs (consumer task, its incomplete waited elements at the start).
     consumers: CudaSlice<u32>,
-    /// The tail of `EtArgs` for this graph: event offsets and counts, group layout.
-    layout: Vec<u8>,
+    /// `EtArgs` for this graph, without the tensors.
+    args: EtArgs,
+    layout: ArgsLayout,
 }
 
-fn upload<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>, DriverError> {
+fn device_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| Error::Device(format!("{what}: {e:?}"))
+}
+
+fn upload<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>, Error> {
     if v.is_empty() {
         // a zero-length allocation has no address; keep one element so every table has one
-        return stream.alloc_zeros::<T>(1);
+        return stream.alloc_zeros::<T>(1).map_err(device_err("uploading the schedule"));
     }
-    stream.clone_htod(v)
+    stream.clone_htod(v).map_err(device_err("uploading the schedule"))
 }
 
 fn ptr<T>(s: &CudaSlice<T>) -> u64 {
@@ -72,13 +58,21 @@ fn ptr<T>(s: &CudaSlice<T>) -> u64 {
 }
 
 impl GraphState {
+    /// Resolves `spec` over the launch's tensors and uploads its tables.
     pub fn new(
         stream: &Arc<CudaStream>,
-        resolved: Resolved<'static>,
+        spec: &GraphSpec,
+        tensors: &dyn LaunchTensors,
         schedule: ScheduleKind,
         grid: usize,
         placement: Placement,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, Error> {
+        let spec = Arc::new(spec.clone());
+        // SAFETY: the allocation behind `spec` is owned by the returned state, which
+        // never mutates it, drops it only after `resolved` (field order), and hands
+        // `resolved` out only at the lifetime of its own borrow.
+        let spec_ref: &'static GraphSpec = unsafe { &*Arc::as_ptr(&spec) };
+        let resolved = Resolved::new(spec_ref, tensors)?;
         let r = &resolved;
         let (offsets, tasks) = match schedule {
             ScheduleKind::Static => {
@@ -94,16 +88,18 @@ impl GraphState {
             ScheduleKind::Dynamic => (vec![0; grid + 1], Vec::new()),
         };
         let plan = DynamicPlan::new(r);
-        let layout = layout_words(r);
+        let args = EtArgs::for_graph(r);
+        let layout = ArgsLayout::new(r.spec);
+        let alloc = device_err("allocating the graph state");
         let consumers: Vec<u32> = r.consumers.items.iter().flat_map(|&t| [t, plan.pending[t as usize]]).collect();
         Ok(GraphState {
             schedule,
             epoch: 0,
-            counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1))?,
-            dyn_state: stream.alloc_zeros::<u32>(2 + 2 * r.n_tasks as usize)?,
-            trace: stream.alloc_zeros::<u64>(3 * (r.n_tasks as usize).max(1))?,
-            abort_flag: stream.alloc_zeros::<u32>(1)?,
-            error_record: stream.alloc_zeros::<u32>(8)?,
+            counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1)).map_err(&alloc)?,
+            dyn_state: stream.alloc_zeros::<u32>(2 + 2 * r.n_tasks as usize).map_err(&alloc)?,
+            trace: stream.alloc_zeros::<u64>(3 * (r.n_tasks as usize).max(1)).map_err(&alloc)?,
+            abort_flag: stream.alloc_zeros::<u32>(1).map_err(&alloc)?,
+            error_record: stream.alloc_zeros::<u32>(8).map_err(&alloc)?,
             n_seeds: plan.seeds.len() as u32,
             targets: upload(stream, &r.target)?,
             queue_offsets: upload(stream, &offsets)?,
@@ -111,9 +107,16 @@ impl GraphState {
             seeds: upload(stream, &plan.seeds)?,
             consumer_offsets: upload(stream, &r.consumers.offsets)?,
             consumers: upload(stream, &consumers)?,
+            args,
             layout,
             resolved,
+            _spec: spec,
         })
+    }
+
+    /// The resolved graph of this state.
+    pub fn resolved(&self) -> &Resolved<'_> {
+        &self.resolved
     }
 
     pub fn runtime(&self, watchdog_ns: u64, trace: bool, host_status: u64) -> Runtime {
@@ -138,70 +141,8 @@ impl GraphState {
         }
     }
 
-    /// The `EtArgs` block of a launch, laid out as the generated C struct: tensors
-    /// (9 words each), dims, event offsets (i64), event counts (u32), group first task
-    /// (u32, one more than groups), group domains (u32, 4 per group), padded to 8 bytes.
-    pub fn kernel_args(&self, args: &[RawTensor]) -> Vec<u8> {
-        let mut b: Vec<u8> = Vec::with_capacity(args.len() * 72 + 64 + self.layout.len());
-        let word = |b: &mut Vec<u8>, v: i64| b.extend_from_slice(&v.to_ne_bytes());
-        for a in args {
-            word(&mut b, a.addr as i64);
-            for d in 0..4 {
-                word(&mut b, a.shape.get(d).copied().unwrap_or(0));
-            }
-            for d in 0..4 {
-                word(&mut b, a.strides.get(d).copied().unwrap_or(0));
-            }
-        }
-        if args.is_empty() {
-            b.extend_from_slice(&[0u8; 72]);
-        }
-        for &d in &self.resolved.dims {
-            word(&mut b, d);
-        }
-        if self.resolved.dims.is_empty() {
-            word(&mut b, 0);
-        }
-        b.extend_from_slice(&self.layout);
-        b
+    /// The `EtArgs` block of a launch over `args`, packed by the ABI's layout.
+    pub fn kernel_args(&self, args: &[RawTensor]) -> Result<Vec<u8>, Error> {
+        self.layout.pack(&self.args.with_tensors(args)?)
     }
-}
-
-/// The graph-dependent tail of `EtArgs` (see [`GraphState::kernel_args`]).
-fn layout_words(r: &Resolved<'_>) -> Vec<u8> {
-    let mut b = Vec::new();
-    let events = r.events.len().max(1);
-    for k in 0..events {
-        let off = r.events.get(k).map_or(0, |e| e.offset as i64);
-        b.extend_from_slice(&off.to_ne_bytes());
-    }
-    for k in 0..events {
-        let count = match r.spec.events.get(k) {
-            None => 0,
-            Some(e) if matches!(e.count, Count::Dynamic { .. }) => PER_ELEMENT,
-            Some(_) => {
-                // the count rules make every waited element's target equal
-                let layout = &r.events[k];
-                (layout.offset..layout.offset + layout.len)
-                    .map(|el| r.target[el as usize])
-                    .find(|&t| t > 0)
-                    .unwrap_or(0)
-            }
-        };
-        b.extend_from_slice(&count.to_ne_bytes());
-    }
-    for g in &r.groups {
-        b.extend_from_slice(&g.first.to_ne_bytes());
-    }
-    b.extend_from_slice(&r.n_tasks.to_ne_bytes());
-    for g in &r.groups {
-        for d in 0..4 {
-            let ext = g.domain.get(d).copied().unwrap_or(1).max(1) as u32;
-            b.extend_from_slice(&ext.to_ne_bytes());
-        }
-    }
-    while b.len() % 8 != 0 {
-        b.push(0);
-    }
-    b
 }

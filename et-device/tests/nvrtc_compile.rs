@@ -12,7 +12,7 @@ fn every_registered_kernel_compiles_to_sm90_cubin() {
     let kernels = et_core::registered_kernels();
     assert!(kernels.len() >= 8, "expected the splitk and ui kernels, found {}", kernels.len());
     let mut failures = Vec::new();
-    for k in &kernels {
+    for k in kernels.iter().map(|e| e.kernel) {
         match compiler.compile_source(k.name(), &k.cuda_source()) {
             Ok((out, _)) => {
                 assert_eq!(out.kind, et_device::compile::ImageKind::Cubin, "{}", k.name());
@@ -34,7 +34,7 @@ fn every_registered_kernel_compiles_to_sm90_cubin() {
 #[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
 fn the_disk_cache_serves_a_second_compiler() {
     let dir = std::env::temp_dir().join(format!("et-cache-test-{}", std::process::id()));
-    let src = format!("{}\nextern \"C\" __global__ void k() {{}}\n", et_core::CUDA_PRELUDE);
+    let src = format!("{}\nextern \"C\" __global__ void k() {{}}\n", et_core::cuda_prelude());
     let first = et_device::Compiler::new("sm_90a").unwrap().with_cache_dir(Some(dir.clone()));
     let (a, compiled) = first.compile_source("cache_probe", &src).unwrap();
     assert!(compiled && !a.from_disk_cache);
@@ -56,4 +56,19 @@ fn the_ptx_route_produces_ptx_for_the_driver() {
     let text = String::from_utf8_lossy(&out.image);
     assert!(text.contains(".entry et_main"), "no entry point in the PTX");
     assert!(text.contains(".target sm_90a"), "PTX for the wrong target");
+}
+
+#[test]
+#[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
+fn a_c_layout_that_differs_from_the_rust_abi_fails_to_compile() {
+    let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
+    let src = splitk::splitk_gemm::KERNEL.cuda_source();
+    for (field, wrong) in [
+        ("    unsigned int event_target[", "    long long event_target["),
+        ("    int dynamic;", "    long long dynamic;"),
+    ] {
+        assert!(src.contains(field), "{field} not declared");
+        let err = compiler.compile_source("abi_mismatch", &src.replacen(field, wrong, 1)).unwrap_err().to_string();
+        assert!(err.contains("differs from et_core::abi"), "{err}");
+    }
 }

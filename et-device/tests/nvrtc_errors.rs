@@ -9,7 +9,7 @@ fn nvrtc_errors_name_the_users_file_and_line() {
     // a body statement whose CUDA does not compile: #line maps it to this file
     let src = format!(
         "{}\n#line 42 \"my_model/src/layer.rs\"\n__device__ void f() {{ undefined_op(); }}\n",
-        et_core::CUDA_PRELUDE
+        et_core::cuda_prelude()
     );
     let err = compiler.compile_source("broken", &src).unwrap_err().to_string();
     assert!(err.contains("my_model/src/layer.rs(42)"), "{err}");

@@ -35,6 +35,14 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
         })
         .collect();
     let names: Vec<_> = m.params.iter().map(|param| &param.name).collect();
+    let raws = m.params.iter().zip(a.spec.tensors.iter()).map(|(param, t)| {
+        let n = &param.name;
+        if t.access == Access::Write {
+            quote!(#p::BackendTensor::raw_mut(&mut *#n))
+        } else {
+            quote!(#p::BackendTensor::raw(&*#n))
+        }
+    });
     let doc_launch = format!(
         "Runs `{name}` once on `backend` and waits for it; symbolic dims are resolved from the tensors' shapes."
     );
@@ -45,16 +53,21 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
         #vis mod #name {
             use super::*;
 
-            /// The megakernel: task graph, CPU task functions and CUDA source.
+            /// The megakernel's description: task graph and CUDA source.
             pub static KERNEL: #p::Kernel = #p::Kernel {
                 graph: #graph,
-                cpu_tasks: &[#(#task_names as #p::CpuTaskFn),*],
-                cuda: #p::CudaSource { body: #cuda_body, ops: &[#(#ops),*], block_threads: #threads },
+                cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads },
                 module_path: ::core::module_path!(),
                 file: ::core::file!(),
             };
 
-            #p::inventory::submit! { #p::KernelRegistration(&KERNEL) }
+            /// The description with the CPU task functions, as backends launch it.
+            pub static ENTRY: #p::KernelEntry<'static> = #p::KernelEntry {
+                kernel: &KERNEL,
+                cpu_tasks: &[#(#task_names as #p::CpuTaskFn),*],
+            };
+
+            #p::inventory::submit! { #p::KernelRegistration(&ENTRY) }
 
             #[doc = #doc_launch]
             pub fn launch<B: #p::Backend>(backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
@@ -63,7 +76,11 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
 
             /// As [`launch`], with explicit options (schedule, trace, watchdog, chaos).
             pub fn launch_with<B: #p::Backend>(backend: &B, options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
-                backend.launch(&KERNEL, &[#(#p::BackendTensor::raw(&*#names)),*], options)
+                let args = [#(#raws),*];
+                // SAFETY: each view comes from a live tensor of backend `B` borrowed for this
+                // call, written ones from `&mut` borrows (which the borrow checker keeps
+                // unique), and their dtypes are the declared ones.
+                unsafe { backend.launch(&ENTRY, &args, options) }
             }
 
             #(#task_fns)*
@@ -71,14 +88,10 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     }
 }
 
+/// The element type of `d`, through the runtime's paths (which name the primitives too).
 pub(crate) fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
-    match d {
-        DType::F32 => quote!(f32),
-        DType::BF16 => quote!(#p::bf16),
-        DType::F16 => quote!(#p::f16),
-        DType::I32 => quote!(i32),
-        DType::U32 => quote!(u32),
-    }
+    let ty = format_ident!("{}", d.rust_name());
+    quote!(#p::#ty)
 }
 
 /// The CUDA sources of the ops called, first use first, each path once.

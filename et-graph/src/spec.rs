@@ -45,6 +45,17 @@ impl DType {
         }
     }
 
+    /// The C++ spelling in generated CUDA (the prelude defines `et::bf16` and `et::f16`).
+    pub const fn cuda_name(self) -> &'static str {
+        match self {
+            DType::F32 => "float",
+            DType::BF16 => "et::bf16",
+            DType::F16 => "et::f16",
+            DType::I32 => "int",
+            DType::U32 => "unsigned int",
+        }
+    }
+
     /// Parses the Rust spelling of a dtype.
     pub fn from_rust_name(name: &str) -> Option<DType> {
         Some(match name {

@@ -11,6 +11,9 @@ use super::exec::{Aborted, Execution};
 use crate::dtype::Element;
 use crate::tile::{InTensor, OutTensor};
 
+/// The CPU implementation of one tile group: runs one task (waits, ops, signals).
+pub type CpuTaskFn = fn(&TaskContext<'_>);
+
 /// The context of one running task on the CPU backend. Generated task functions receive
 /// it; `wait!`/`signal!` lower to [`TaskContext::wait`]/[`TaskContext::signal`].
 pub struct TaskContext<'a> {

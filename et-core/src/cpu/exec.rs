@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use et_graph::schedule::{DynamicPlan, SplitMix64, StaticSchedule, random_order};
 use et_graph::{Resolved, ScheduleKind, TaskId};
 
-use super::context::TaskContext;
+use super::context::{CpuTaskFn, TaskContext};
 use super::monitor::Monitor;
-use crate::backend::{LaunchOptions, LaunchReport};
+use crate::backend::{KernelEntry, LaunchOptions, LaunchReport};
 use crate::error::{BlockedWait, Error, Result};
 use crate::kernel::Kernel;
 use crate::raw::RawTensor;
@@ -30,8 +30,9 @@ struct ReadyQueue {
 
 /// Shared state of one launch.
 pub(crate) struct Execution<'a> {
-    pub(crate) kernel: &'static Kernel,
-    pub(crate) resolved: Resolved<'static>,
+    pub(crate) kernel: &'a Kernel,
+    tasks: &'a [CpuTaskFn],
+    pub(crate) resolved: Resolved<'a>,
     pub(crate) args: &'a [RawTensor],
     pub(crate) options: &'a LaunchOptions,
     pub(crate) counters: Vec<AtomicU32>,
@@ -87,7 +88,7 @@ impl Execution<'_> {
         let ctx = TaskContext { exec: self, task, group, vars, worker, rng: RefCell::new(rng.take()) };
         ctx.chaos_delay();
         let t0 = self.start.elapsed();
-        let result = catch_unwind(AssertUnwindSafe(|| (self.kernel.cpu_tasks[group])(&ctx)));
+        let result = catch_unwind(AssertUnwindSafe(|| (self.tasks[group])(&ctx)));
         let t1 = self.start.elapsed();
         *rng = ctx.rng.into_inner();
         match result {
@@ -187,13 +188,14 @@ impl Execution<'_> {
     }
 }
 
-pub(crate) fn run(
-    kernel: &'static Kernel,
-    resolved: Resolved<'static>,
+pub(crate) fn run<'a>(
+    entry: &KernelEntry<'a>,
+    resolved: Resolved<'a>,
     args: &[RawTensor],
     options: &LaunchOptions,
     workers: usize,
 ) -> Result<LaunchReport> {
+    let kernel = entry.kernel;
     let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
     let mut chaos = options.chaos.map(SplitMix64::new);
     let queues = match schedule {
@@ -225,6 +227,7 @@ pub(crate) fn run(
     let tasks = resolved.n_tasks;
     let exec = Execution {
         kernel,
+        tasks: entry.cpu_tasks,
         resolved,
         args,
         options,

@@ -11,15 +11,14 @@ mod context;
 mod exec;
 mod monitor;
 
-pub use context::TaskContext;
+pub use context::{CpuTaskFn, TaskContext};
 
 use et_graph::Resolved;
 use et_graph::resolve::LaunchTensors;
 
-use crate::backend::{Backend, LaunchOptions, LaunchReport};
+use crate::backend::{Backend, KernelEntry, LaunchOptions, LaunchReport};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
-use crate::kernel::Kernel;
 use crate::raw::RawTensor;
 use crate::tensor::Tensor;
 
@@ -36,13 +35,13 @@ impl Default for Cpu {
 }
 
 impl Cpu {
-    /// A CPU backend with one worker per available core (at least 2).
+    /// A CPU backend with one worker per available core, at least 2 and at most 16.
     pub fn new() -> Self {
         let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         Cpu { workers: n.clamp(2, 16) }
     }
 
-    /// A CPU backend with `workers` threads.
+    /// A CPU backend with `workers` threads (at least 1).
     pub fn with_workers(workers: usize) -> Self {
         Cpu { workers: workers.max(1) }
     }
@@ -64,8 +63,8 @@ impl LaunchTensors for HostTensors<'_> {
     fn read_integers(&self, t: u16) -> Vec<i64> {
         let raw = &self.0[t as usize];
         let n = raw.len();
-        // SAFETY: `raw` comes from a live `&Tensor` borrowed for the whole launch (the
-        // generated `launch` holds the borrow); integer dtypes are 4 bytes.
+        // SAFETY: `Backend::launch`'s contract: `raw` describes live host memory of its
+        // dtype for the whole launch; integer dtypes are 4 bytes.
         unsafe {
             match raw.dtype {
                 DType::I32 => std::slice::from_raw_parts(raw.addr as *const i32, n).iter().map(|&v| v as i64).collect(),
@@ -91,10 +90,25 @@ impl Backend for Cpu {
         Ok(tensor.clone())
     }
 
-    fn launch(&self, kernel: &'static Kernel, args: &[RawTensor], options: &LaunchOptions) -> Result<LaunchReport> {
+    unsafe fn launch(
+        &self,
+        entry: &KernelEntry<'_>,
+        args: &[RawTensor],
+        options: &LaunchOptions,
+    ) -> Result<LaunchReport> {
+        options.validate()?;
+        let kernel = entry.kernel;
         kernel.check_dtypes(args)?;
+        if entry.cpu_tasks.len() != kernel.graph.groups.len() {
+            return Err(Error::Shape(format!(
+                "megakernel `{}` has {} tile groups but {} CPU task functions",
+                kernel.name(),
+                kernel.graph.groups.len(),
+                entry.cpu_tasks.len()
+            )));
+        }
         let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;
         let workers = options.workers.unwrap_or(if options.chaos.is_some() { 4 } else { self.workers });
-        exec::run(kernel, resolved, args, options, workers)
+        exec::run(entry, resolved, args, options, workers)
     }
 }

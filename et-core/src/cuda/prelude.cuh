@@ -1,8 +1,7 @@
 // et CUDA prelude: types, tiles and the event protocol shared by every megakernel.
 // Compiled by NVRTC ahead of the op library and the generated kernel; needs no headers.
-#pragma once
-
-#define ET_MAX_RANK 4
+// The kernel ABI (ET_MAX_RANK, ET_PER_ELEMENT, TensorArg, Runtime) is declared in front
+// of it from its Rust description, et_core::abi.
 #ifndef ET_BUSY_POLLS
 #define ET_BUSY_POLLS 1024
 #endif
@@ -61,13 +60,6 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // ---------------------------------------------------------------- tensors and tiles
-// A kernel argument: must match et_device's `#[repr(C)] TensorArg`.
-struct TensorArg {
-    void* ptr;
-    long long shape[ET_MAX_RANK];
-    long long stride[ET_MAX_RANK];
-};
-
 template <class T, int R>
 struct Tile {
     T* ptr;
@@ -116,32 +108,7 @@ __device__ __forceinline__ long long load_index(const TensorArg& t, const long l
     return is_unsigned ? (long long)raw : (long long)(int)raw;
 }
 
-// ---------------------------------------------------------------- runtime state
-// Must match et_device's `#[repr(C)] Runtime`. What depends on the resolved shapes but is
-// small (event offsets and counts, group layout) travels in the generated `EtArgs`
-// instead, in parameter space, which acquire loads do not invalidate.
-struct Runtime {
-    unsigned int* counters;              // one per event element, monotonic across launches
-    const unsigned int* targets;         // per-element counts (events whose count is per element)
-    const unsigned int* queue_offsets;   // static: per CTA, grid + 1 entries
-    const unsigned int* queue_tasks;     // static: task ids
-    const unsigned int* seeds;           // dynamic: tasks ready at start
-    const unsigned int* consumer_offsets;// dynamic: element -> consumers (CSR offsets)
-    const uint2* consumers;              // dynamic: (task, waited elements incomplete at start)
-    unsigned int* dyn_state;             // dynamic: [head, tail, pending_done[n_tasks], ready[n_tasks]], zeroed per launch
-    unsigned int* abort_flag;            // set once by the watchdog
-    unsigned long long* error;           // [task, element, value, expected]
-    unsigned long long* trace;           // 3 words per task, or null
-    unsigned int* host_status;           // host-mapped: set to 1 on abort (read after sync)
-    unsigned long long watchdog_ns;
-    unsigned int epoch;                  // launches since the counters were zeroed, this one included
-    unsigned int n_tasks;
-    unsigned int n_seeds;
-    int dynamic;
-};
-
-// An event count of ~0u in EtArgs: read the element's count from Runtime::targets.
-#define ET_PER_ELEMENT 0xffffffffu
+// ---------------------------------------------------------------- event protocol
 
 __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
     unsigned int v;

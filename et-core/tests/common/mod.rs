@@ -5,7 +5,19 @@
 use et_core::__private::*;
 use et_core::cpu::TaskContext;
 pub use et_core::graph::build::*;
-use et_core::kernel::CpuTaskFn;
+
+/// A megakernel built at run time: its description, owned, and its CPU task functions.
+pub struct TestKernel {
+    pub kernel: Kernel,
+    pub cpu: &'static [CpuTaskFn],
+}
+
+impl TestKernel {
+    /// What backends launch.
+    pub fn entry(&self) -> KernelEntry<'_> {
+        KernelEntry { kernel: &self.kernel, cpu_tasks: self.cpu }
+    }
+}
 
 pub fn kernel(
     name: &'static str,
@@ -14,20 +26,22 @@ pub fn kernel(
     events: Vec<EventSpec>,
     groups: Vec<GroupSpec>,
     cpu: &'static [CpuTaskFn],
-) -> &'static Kernel {
-    Box::leak(Box::new(Kernel {
-        graph: graph(name, dims, tensors, events, groups),
-        cpu_tasks: cpu,
-        cuda: CudaSource { body: "", ops: &[], block_threads: 128 },
-        module_path: module_path!(),
-        file: file!(),
-    }))
+) -> TestKernel {
+    TestKernel {
+        kernel: Kernel {
+            graph: graph(name, dims, tensors, events, groups),
+            cuda: CudaSource { body: Cow::Borrowed(""), ops: &[], block_threads: 128 },
+            module_path: module_path!(),
+            file: file!(),
+        },
+        cpu,
+    }
 }
 
 /// Split-K row sum (the design brief's example): `part[i*32.., j] = Σ a[i*32.., j*32..+32]`,
 /// then `c[i*32..] = Σ_j part[i*32.., j]`, the total of block `i` waiting for exactly its
 /// own 4 partials. With `drop_wait`, the total forgets to wait.
-pub fn split_row_sum(drop_wait: bool) -> &'static Kernel {
+pub fn split_row_sum(drop_wait: bool) -> TestKernel {
     fn partial(cx: &TaskContext<'_>) {
         let (i, j) = (cx.var(0), cx.var(1));
         let a = cx.input::<f32>(0);

@@ -54,7 +54,7 @@ fn wrong_shapes_are_clear_errors() {
 
 #[test]
 fn kernels_are_registered_with_cuda_source() {
-    let names: Vec<&str> = et_core::registered_kernels().iter().map(|k| k.name()).collect();
+    let names: Vec<&str> = et_core::registered_kernels().iter().map(|k| k.kernel.name()).collect();
     assert!(names.contains(&"splitk_gemm") && names.contains(&"split_row_sum"), "{names:?}");
     let src = splitk_gemm::KERNEL.cuda_source();
     assert!(src.contains("extern \"C\" __global__"));
