@@ -44,3 +44,35 @@ fn a_generated_statement_that_fails_names_the_users_line() {
     assert!(err.contains("misnamed"), "{err}");
     assert!(err.contains("calls_misnamed"), "{err}");
 }
+
+mod broken_op {
+    use et_core::prelude::*;
+
+    // an op whose CUDA text does not compile: the error names this file and line
+    et_core::tile_op! { cuda = r#"
+__device__ void broken(et::Tile<float, 1> t) {
+    t(0) = not_declared_anywhere;
+}
+"#;
+        /// Does nothing on the CPU.
+        pub fn broken(_t: TileMut<'_, f32, 1>) {}
+    }
+
+    #[megakernel]
+    pub fn calls_broken(x: &mut Tensor<f32, { [N * 8] }>) {
+        tile!(t[i] in [N] {
+            broken(x.tile([i], [8]));
+        });
+    }
+}
+
+#[test]
+#[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
+fn an_error_inside_a_tile_op_names_the_ops_file_and_line() {
+    let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
+    let err = compiler.compile_kernel(&broken_op::calls_broken::KERNEL).unwrap_err().to_string();
+    let line =
+        include_str!("nvrtc_errors.rs").lines().position(|l| l.contains("= not_declared_anywhere;")).unwrap() + 1;
+    assert!(err.contains(&format!("et-device/tests/nvrtc_errors.rs({line})")), "{err}");
+    assert!(err.contains("not_declared_anywhere"), "{err}");
+}

@@ -20,7 +20,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let task_fns: Vec<TokenStream> = a.groups.iter().map(|lg| task_fn(lg, m, a, &p)).collect();
     let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
-    let ops = op_sources(a);
+    let (ops, op_checks) = op_calls(a, &p);
     let threads = args.threads;
 
     let params: Vec<TokenStream> = m
@@ -84,6 +84,8 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
             }
 
             #(#task_fns)*
+
+            #(#op_checks)*
         }
     }
 }
@@ -94,22 +96,32 @@ pub(crate) fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
     quote!(#p::#ty)
 }
 
-/// The CUDA sources of the ops called, first use first, each path once.
-fn op_sources(a: &Analyzed) -> Vec<TokenStream> {
-    let mut seen: Vec<String> = Vec::new();
-    let mut out = Vec::new();
-    for g in &a.groups {
-        for s in &g.stmts {
-            if let LoweredStmt::Op { func, span, .. } = s {
-                let key = quote!(#func).to_string();
-                if !seen.contains(&key) {
-                    seen.push(key);
-                    out.push(quote_spanned!(*span=> #func::CUDA));
-                }
-            }
-        }
-    }
-    out
+/// For each op call, in order: its `TileOp` (the `k`-th is `et_op_<k>` in the CUDA), and a
+/// compile-time check, spanned at the call, of its name and its contract on the extents.
+fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let calls = a.groups.iter().flat_map(|g| &g.stmts).filter_map(|s| match s {
+        LoweredStmt::Op { func, args, span } => Some((func, args, *span)),
+        _ => None,
+    });
+    calls
+        .map(|(func, args, span)| {
+            let called_as = func.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+            let extents: Vec<Vec<usize>> = args
+                .iter()
+                .map(|arg| match arg {
+                    LoweredArg::Tile { size, .. } => size.iter().map(|&s| s as usize).collect(),
+                    LoweredArg::Scalar { .. } => Vec::new(),
+                })
+                .collect();
+            let text = extents.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
+            let ext = extents.iter().map(|e| quote!(&[#(#e),*]));
+            let check = quote_spanned!(span=> const _: () = if let ::core::option::Option::Some(m) =
+                #p::call_error(&#func::OP, #called_as, #text, #func::contract(&[#(#ext),*])) {
+                ::core::panic!("{}", m.as_str())
+            };);
+            (quote_spanned!(span=> #func::OP), check)
+        })
+        .unzip()
 }
 
 fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {

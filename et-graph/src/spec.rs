@@ -259,3 +259,22 @@ impl GraphSpec {
         self.dims.iter().position(|d| d.name == name)
     }
 }
+
+/// How a tile op uses one of its parameters: the op's signature says it
+/// (`TileRef` reads, `TileMut` writes, anything else is a scalar).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgKind {
+    /// A `TileRef`: the op reads the tile.
+    Read,
+    /// A `TileMut`: the op writes (and may read) the tile.
+    Write,
+    /// A scalar argument (an affine integer or a float literal).
+    Scalar,
+}
+
+impl ArgKind {
+    /// Whether the op may write through this argument.
+    pub const fn is_write(self) -> bool {
+        matches!(self, ArgKind::Write)
+    }
+}

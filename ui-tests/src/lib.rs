@@ -7,6 +7,8 @@
 pub mod chain_dynamic;
 #[path = "../tests/ui/pass/moe_routing.rs"]
 pub mod moe_routing;
+#[path = "../tests/ui/pass/op_same_name.rs"]
+pub mod op_same_name;
 #[path = "../tests/ui/pass/prefetch_diamond.rs"]
 pub mod prefetch_diamond;
 #[path = "../tests/ui/pass/ranges.rs"]

@@ -4,18 +4,21 @@
 //! run time), then sums them.
 use et_core::prelude::*;
 
-et_core::tile_op! {
-    cuda = r#"
+et_core::tile_op! { cuda = r#"
 __device__ void expert_sum(et::Tile<unsigned int, 2> topk, et::Tile<float, 2> slots, et::Tile<float, 2> out, long long e) {
-    for (int c = threadIdx.x; c < out.shape[1]; c += blockDim.x) {
+    const int routed = min(topk.shape[0] * topk.shape[1], slots.shape[0]);
+    for (int c = threadIdx.x; c < out.shape[1] && c < slots.shape[1]; c += blockDim.x) {
         float acc = 0.0f;
-        for (int t = 0; t < topk.shape[0]; ++t)
-            for (int k = 0; k < topk.shape[1]; ++k)
-                if ((long long)topk(t, k) == e) acc += slots(t * topk.shape[1] + k, c);
+        for (int s = 0; s < routed; ++s)
+            if ((long long)topk(s / topk.shape[1], s % topk.shape[1]) == e) acc += slots(s, c);
         out(0, c) = acc;
     }
 }
 "#;
+    contract {
+        slots[0] == numel(topk) => "slots must have one row per routed copy, topk's rows times its columns",
+        out[0] == 1 && out[1] == slots[1] => "out must be one row as wide as slots",
+    }
     /// `out[0, c] = Σ slots[t * K + k, c]` over the `(t, k)` routed to expert `e`.
     pub fn expert_sum(topk: TileRef<'_, u32, 2>, slots: TileRef<'_, f32, 2>, mut out: TileMut<'_, f32, 2>, e: i64) {
         let [tokens, per] = topk.shape();
