@@ -100,10 +100,11 @@ impl GraphState {
             schedule,
             epoch: 0,
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1))?,
-            dyn_state: stream.alloc_zeros::<u32>(2 + 2 * r.n_tasks as usize)?,
+            // [head, tail, pending_done[n], ready[n], CTAs waiting on the queue]
+            dyn_state: stream.alloc_zeros::<u32>(3 + 2 * r.n_tasks as usize)?,
             trace: stream.alloc_zeros::<u64>(3 * (r.n_tasks as usize).max(1))?,
             abort_flag: stream.alloc_zeros::<u32>(1)?,
-            error_record: stream.alloc_zeros::<u32>(8)?,
+            error_record: stream.alloc_zeros::<u32>(crate::abort::RECORD_WORDS)?,
             n_seeds: plan.seeds.len() as u32,
             targets: upload(stream, &r.target)?,
             queue_offsets: upload(stream, &offsets)?,
