@@ -3,10 +3,11 @@
 
 use et_core::Error;
 
+use crate::driver::{driver_present, nvrtc_present, preload};
+
 /// Whether libcuda (the driver) can be loaded; the error says what is missing.
 pub fn driver_available() -> Result<(), Error> {
-    // SAFETY: only tries to open the library.
-    if unsafe { cudarc::driver::sys::is_culib_present() } {
+    if driver_present() {
         Ok(())
     } else {
         Err(Error::Unavailable(
@@ -21,23 +22,17 @@ pub fn driver_available() -> Result<(), Error> {
 /// directory of PyPI's `nvidia-cuda-nvrtc`): libraries found there are loaded first, so
 /// that cudarc's lookup by name finds them already in the process.
 pub fn nvrtc_available() -> Result<(), Error> {
-    // SAFETY: only tries to open the library.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if nvrtc_present() {
         return Ok(());
     }
     if let Some(dir) = std::env::var_os("ET_NVRTC_DIR") {
         let dir = std::path::Path::new(&dir);
         // the builtins first: libnvrtc opens them by name when it compiles
         for lib in ["libnvrtc-builtins.so.13.0", "libnvrtc.so.13"] {
-            // SAFETY: NVRTC's initialisers have no preconditions; the library stays
-            // loaded for the life of the process.
-            if let Ok(l) = unsafe { libloading::Library::new(dir.join(lib)) } {
-                std::mem::forget(l);
-            }
+            preload(&dir.join(lib));
         }
     }
-    // SAFETY: as above.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if nvrtc_present() {
         Ok(())
     } else {
         Err(Error::Unavailable(

@@ -1,17 +1,21 @@
 //! NVRTC compilation of megakernels, with an on-disk cache keyed by source, options,
-//! NVRTC version and architecture, and an in-process cache in front of it.
+//! NVRTC version and architecture, and an in-process cache in front of it. Both caches
+//! compare the full key: a cache file is named by a hash of the key but stores the key
+//! itself, so that a hash collision reads as a miss, never as another kernel's binary.
+//! Neither cache evicts: an entry is a few hundred kilobytes per distinct kernel source.
 
 use std::collections::HashMap;
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use cudarc::nvrtc::{result as nvrtc, sys};
+use cudarc::nvrtc::result::NvrtcError;
 use et_core::{Error, Kernel};
 
 use crate::availability::nvrtc_available;
+use crate::driver::{Program, nvrtc_version};
 
 /// What NVRTC produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,15 +61,12 @@ impl Compiler {
     /// A compiler for `arch` (`"sm_90a"`, `"sm_90"`, ...). Errors when NVRTC is missing.
     pub fn new(arch: &str) -> Result<Self, Error> {
         nvrtc_available()?;
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: NVRTC is loadable (checked above); writes two ints.
-        unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
-            .result()
-            .map_err(|e| Error::Unavailable(format!("NVRTC did not report its version: {e:?}")))?;
+        let version =
+            nvrtc_version().map_err(|e| Error::Unavailable(format!("NVRTC did not report its version: {e:?}")))?;
         Ok(Compiler {
             arch: arch.to_string(),
             image: ImageKind::Cubin,
-            version: (major, minor),
+            version,
             cache_dir: cache_dir(),
             memory: Mutex::new(HashMap::new()),
             compilations: AtomicUsize::new(0),
@@ -117,6 +118,7 @@ impl Compiler {
     /// Compiles a megakernel (in-process cache, then disk cache, then NVRTC). Returns the
     /// image and whether NVRTC ran.
     pub fn compile_kernel(&self, kernel: &Kernel) -> Result<(Arc<CompileOutput>, bool), Error> {
+        dump_requested(kernel)?;
         let source = kernel.cuda_source();
         self.compile_source(kernel.name(), &source).map_err(|e| match e {
             Error::Compile { log, .. } => Error::Compile {
@@ -132,18 +134,14 @@ impl Compiler {
 
     /// Compiles CUDA C++ source `source` (named `name` in messages) with caches.
     pub fn compile_source(&self, name: &str, source: &str) -> Result<(Arc<CompileOutput>, bool), Error> {
-        if let Some(dir) = std::env::var_os("ET_DUMP_CUDA") {
-            let _ = std::fs::create_dir_all(&dir);
-            let _ = std::fs::write(Path::new(&dir).join(format!("{name}.cu")), source);
-        }
         let key = self.cache_key(source, self.image);
-        if let Some(hit) = self.memory.lock().unwrap().get(&key) {
+        if let Some(hit) = self.memory().get(&key) {
             return Ok((hit.clone(), false));
         }
         let t0 = Instant::now();
         if let Some(out) = self.read_disk(&key) {
             let out = Arc::new(CompileOutput { seconds: t0.elapsed().as_secs_f64(), ..out });
-            self.memory.lock().unwrap().insert(key, out.clone());
+            self.memory().insert(key, out.clone());
             return Ok((out, false));
         }
         let out = match self.nvrtc(name, source, self.image) {
@@ -157,66 +155,58 @@ impl Compiler {
         self.compilations.fetch_add(1, Ordering::Relaxed);
         let out = Arc::new(CompileOutput { seconds: t0.elapsed().as_secs_f64(), ..out });
         self.write_disk(&key, &out);
-        self.memory.lock().unwrap().insert(key, out.clone());
+        self.memory().insert(key, out.clone());
         Ok((out, true))
     }
 
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<CompileOutput>>> {
+        // a panic elsewhere cannot leave a half-inserted entry: recover the map
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn nvrtc(&self, name: &str, source: &str, kind: ImageKind) -> Result<CompileOutput, Error> {
-        let err = |what: &str, e: nvrtc::NvrtcError| Error::Compile {
-            kernel: name.to_string(),
-            log: format!("{what}: {e:?}"),
-        };
-        let src = CString::new(source)
-            .map_err(|_| Error::Compile { kernel: name.into(), log: "source contains a NUL byte".into() })?;
-        let file = CString::new(format!("{name}.cu")).expect("no NUL in a kernel name");
-        let prog = nvrtc::create_program(&src, Some(&file)).map_err(|e| err("nvrtcCreateProgram", e))?;
-        struct Program(sys::nvrtcProgram);
-        impl Drop for Program {
-            fn drop(&mut self) {
-                // SAFETY: created by create_program, destroyed once.
-                let _ = unsafe { nvrtc::destroy_program(self.0) };
-            }
-        }
-        let prog = Program(prog);
-        let options = self.options(kind);
-        // SAFETY: `prog` is a live program.
-        let compiled = unsafe { nvrtc::compile_program(prog.0, &options) };
-        // SAFETY: as above.
-        let log = unsafe { nvrtc::get_program_log(prog.0) }.map(|l| c_chars_to_string(&l)).unwrap_or_default();
+        let err =
+            |what: &str, e: NvrtcError| Error::Compile { kernel: name.to_string(), log: format!("{what}: {e:?}") };
+        let nul = |_| Error::Compile { kernel: name.into(), log: "the source or its name contains a NUL byte".into() };
+        let src = CString::new(source).map_err(nul)?;
+        let file = CString::new(format!("{name}.cu")).map_err(nul)?;
+        let prog = Program::new(&src, &file).map_err(|e| err("nvrtcCreateProgram", e))?;
+        let (compiled, log) = prog.compile(&self.options(kind));
         if compiled.is_err() {
             return Err(Error::Compile { kernel: name.to_string(), log });
         }
         let image = match kind {
-            // SAFETY: the program compiled.
-            ImageKind::Cubin => unsafe { cubin(prog.0) }.map_err(|e| err("nvrtcGetCUBIN", e))?,
-            // SAFETY: the program compiled.
-            ImageKind::Ptx => {
-                unsafe { nvrtc::get_ptx(prog.0) }.map_err(|e| err("nvrtcGetPTX", e))?.iter().map(|&c| c as u8).collect()
-            }
+            ImageKind::Cubin => prog.cubin().map_err(|e| err("nvrtcGetCUBIN", e))?,
+            ImageKind::Ptx => prog.ptx().map_err(|e| err("nvrtcGetPTX", e))?,
         };
         Ok(CompileOutput { image, kind, log: log.trim().to_string(), from_disk_cache: false, seconds: 0.0 })
     }
 
+    /// The full key: everything the image depends on.
     fn cache_key(&self, source: &str, kind: ImageKind) -> String {
-        let material = format!(
+        format!(
             "{source}\0{}\0nvrtc {}.{}\0{}\0{kind:?}",
             self.options(kind).join(" "),
             self.version.0,
             self.version.1,
             self.arch
-        );
-        format!(
-            "{:016x}{:016x}",
-            fnv1a(material.as_bytes(), 0xcbf2_9ce4_8422_2325),
-            fnv1a(material.as_bytes(), 0x6c62_272e_07bb_0142)
         )
     }
 
+    fn disk_path(&self, key: &str) -> Option<PathBuf> {
+        let name = format!(
+            "{:016x}{:016x}",
+            fnv1a(key.as_bytes(), 0xcbf2_9ce4_8422_2325),
+            fnv1a(key.as_bytes(), 0x6c62_272e_07bb_0142)
+        );
+        Some(self.cache_dir.as_ref()?.join(format!("{name}.cubin")))
+    }
+
     fn read_disk(&self, key: &str) -> Option<CompileOutput> {
-        let path = self.cache_dir.as_ref()?.join(format!("{key}.cubin"));
-        let image = std::fs::read(path).ok()?;
-        (!image.is_empty()).then_some(CompileOutput {
-            image,
+        let file = std::fs::read(self.disk_path(key)?).ok()?;
+        let image = cache_file_image(&file, key)?;
+        (!image.is_empty()).then(|| CompileOutput {
+            image: image.to_vec(),
             kind: ImageKind::Cubin,
             log: String::new(),
             from_disk_cache: true,
@@ -225,33 +215,33 @@ impl Compiler {
     }
 
     fn write_disk(&self, key: &str, out: &CompileOutput) {
-        let Some(dir) = &self.cache_dir else { return };
+        let Some(path) = self.disk_path(key) else { return };
         if out.kind != ImageKind::Cubin {
             return;
         }
         // write then rename, so that a concurrent reader never sees half a file
-        let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, &out.image).is_ok() {
-            let _ = std::fs::rename(&tmp, dir.join(format!("{key}.cubin")));
+        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, cache_file(key, &out.image)).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
         }
     }
 }
 
-/// # Safety
-/// `prog` must be a successfully compiled program.
-unsafe fn cubin(prog: sys::nvrtcProgram) -> Result<Vec<u8>, nvrtc::NvrtcError> {
-    let mut size = 0usize;
-    // SAFETY: forwarded.
-    unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }.result()?;
-    let mut buf = vec![0u8; size];
-    // SAFETY: `buf` holds `size` bytes.
-    unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char) }.result()?;
-    Ok(buf)
+/// A cache file: the key's length (8 bytes, little-endian), the key, the image.
+fn cache_file(key: &str, image: &[u8]) -> Vec<u8> {
+    let mut file = Vec::with_capacity(8 + key.len() + image.len());
+    file.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    file.extend_from_slice(key.as_bytes());
+    file.extend_from_slice(image);
+    file
 }
 
-fn c_chars_to_string(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+/// The image of a cache file written for `key`; `None` for another key (a collision of
+/// the file name) or a file of another format.
+fn cache_file_image<'f>(file: &'f [u8], key: &str) -> Option<&'f [u8]> {
+    let len = u64::from_le_bytes(file.get(..8)?.try_into().ok()?) as usize;
+    let stored = file.get(8..8usize.checked_add(len)?)?;
+    (stored == key.as_bytes()).then(|| &file[8 + len..])
 }
 
 fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
@@ -269,8 +259,96 @@ fn cache_dir() -> Option<PathBuf> {
     Some(dir)
 }
 
-/// Compiles `kernel` for `arch` with a fresh [`Compiler`] (cache included): the entry
-/// point of tools and of CI's compile-every-kernel test.
+/// Compiles `kernel` for `arch` with a fresh [`Compiler`] (cache included), for tools
+/// that compile one kernel outside a backend. Writes the source first when `ET_DUMP_CUDA`
+/// asks, so that the dump works where NVRTC is absent.
 pub fn compile(kernel: &Kernel, arch: &str) -> Result<Arc<CompileOutput>, Error> {
+    dump_requested(kernel)?;
     Ok(Compiler::new(arch)?.compile_kernel(kernel)?.0)
+}
+
+/// Writes `kernel`'s CUDA source to `dir` (created if needed) as one file per kernel,
+/// named by the kernel's full path (`module::path::name.cu`, `::` written as `.`), so
+/// that kernels of the same name in different modules do not collide. Returns the file.
+pub fn dump_cuda(kernel: &Kernel, dir: &Path) -> Result<PathBuf, Error> {
+    let path = dir.join(format!("{}.{}.cu", kernel.module_path.replace("::", "."), kernel.name()));
+    let with_path = |what: &str, e: std::io::Error| {
+        Error::Io(std::io::Error::new(e.kind(), format!("ET_DUMP_CUDA: {what} {}: {e}", path.display())))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| with_path("creating the directory of", e))?;
+    std::fs::write(&path, kernel.cuda_source()).map_err(|e| with_path("writing", e))?;
+    Ok(path)
+}
+
+/// [`dump_cuda`] of every megakernel linked into the program into `ET_DUMP_CUDA`, when
+/// it is set.
+pub(crate) fn dump_registered() -> Result<(), Error> {
+    et_core::registered_kernels().into_iter().try_for_each(|e| dump_requested(e.kernel))
+}
+
+/// [`dump_cuda`] into `ET_DUMP_CUDA`, when it is set.
+fn dump_requested(kernel: &Kernel) -> Result<(), Error> {
+    match std::env::var_os("ET_DUMP_CUDA") {
+        Some(dir) => dump_cuda(kernel, Path::new(&dir)).map(drop),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod first {
+        use et_core::prelude::*;
+        #[megakernel]
+        pub fn same_name(x: &Tensor<f32, { [N * 8] }>, y: &mut Tensor<f32, { [N * 8] }>) {
+            tile!(t[i] in [N] {
+                add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8]));
+            });
+        }
+    }
+
+    mod second {
+        use et_core::prelude::*;
+        #[megakernel]
+        pub fn same_name(x: &Tensor<f32, { [N * 8] }>, y: &mut Tensor<f32, { [N * 8] }>) {
+            tile!(t[i] in [N] {
+                add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8]));
+                add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8]));
+            });
+        }
+    }
+
+    #[test]
+    fn dumps_are_one_file_per_kernel_named_by_its_path_without_nvrtc() {
+        let dir = std::env::temp_dir().join(format!("et-dump-test-{}", std::process::id()));
+        let kernels = [&first::same_name::KERNEL, &second::same_name::KERNEL];
+        let files: Vec<PathBuf> = kernels.iter().map(|k| dump_cuda(k, &dir).unwrap()).collect();
+        assert_ne!(files[0], files[1]);
+        for (k, f) in kernels.iter().zip(&files) {
+            assert!(
+                f.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .ends_with(&format!("{}.same_name.cu", k.module_path.rsplit("::").next().unwrap()))
+            );
+            assert_eq!(std::fs::read_to_string(f).unwrap(), k.cuda_source());
+        }
+        // a directory that cannot be made: the error says it is ET_DUMP_CUDA's
+        let err = dump_cuda(kernels[0], &files[0].join("not-a-dir")).unwrap_err().to_string();
+        assert!(err.contains("ET_DUMP_CUDA"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_cache_file_serves_only_its_own_key() {
+        let file = cache_file("source a\0sm_90a", b"\x7fELF image");
+        assert_eq!(cache_file_image(&file, "source a\0sm_90a"), Some(&b"\x7fELF image"[..]));
+        // the same file name reached by another key (a collision) is a miss
+        assert_eq!(cache_file_image(&file, "source b\0sm_90a"), None);
+        assert_eq!(cache_file_image(&file, "source a"), None);
+        // a file of the old format (a bare image) or a truncated one is a miss
+        assert_eq!(cache_file_image(b"\x7fELF old image", "source a\0sm_90a"), None);
+        assert_eq!(cache_file_image(&file[..12], "source a\0sm_90a"), None);
+    }
 }

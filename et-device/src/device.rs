@@ -1,62 +1,37 @@
-//! The CUDA backend.
+//! The CUDA backend: opening a GPU, tensors in and out, and the launch.
 
-use std::collections::HashMap;
-use std::ffi::c_void;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, DriverError, PinnedHostSlice};
-use cudarc::nvrtc::Ptx;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 use et_core::graph::resolve::{LaunchTensors, data_tensors, resolve_dims};
-use et_core::graph::schedule::Placement;
-use et_core::graph::{Resolved, ScheduleKind};
-use et_core::trace::{TaskSpan, write_chrome_trace};
-use et_core::{
-    Backend, BlockedWait, DType, Element, Error, Kernel, KernelEntry, LaunchOptions, LaunchReport, RawTensor, Tensor,
-};
+use et_core::graph::ScheduleKind;
+use et_core::{Backend, DType, Element, Error, Kernel, KernelEntry, LaunchOptions, LaunchReport, RawTensor, Tensor};
 
+use crate::abort::Abort;
 use crate::availability::driver_available;
-use crate::compile::{Compiler, ImageKind};
+use crate::compile::Compiler;
+use crate::driver::{MappedWords, copy_words_to_host, launch_cooperative, open_context};
 use crate::memory::{CudaTensor, as_bytes, from_bytes};
-use crate::runtime::GraphState;
+use crate::modules::{self, ModuleCache};
+use crate::runtime::{GraphState, Runtime};
+use crate::states::{self, Launch, StateCache, StateProbe};
 
-fn device_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
+pub(crate) fn device_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
     move |e| Error::Device(format!("{what}: {e:?}"))
-}
-
-struct Loaded {
-    _module: Arc<CudaModule>,
-    function: CudaFunction,
-    max_grid: usize,
-}
-
-#[derive(Clone, PartialEq, Eq)]
-struct StateKey {
-    /// The kernel's graph, compared in full (a run-time kernel may reuse an address).
-    graph: et_core::graph::GraphSpec,
-    dims: Vec<i64>,
-    data: u64,
-    schedule: ScheduleKind,
-    grid: usize,
-    placement: Placement,
-}
-
-impl std::hash::Hash for StateKey {
-    // `GraphSpec` has no `Hash`: its name stands for it; equality compares it in full
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (&self.graph.name, &self.dims, self.data, self.schedule, self.grid, self.placement).hash(h);
-    }
 }
 
 /// What launches share, behind one lock (launches on a `Cuda` are serialised).
 struct Launcher {
-    states: HashMap<StateKey, GraphState>,
-    /// Host-mapped word the watchdog sets, read after the launch without a copy.
-    status: PinnedHostSlice<u32>,
-    status_dev: u64,
+    modules: ModuleCache,
+    states: StateCache,
+    /// Host-mapped word the kernel sets on an abort, read after the launch without a copy.
+    status: MappedWords,
     start: CudaEvent,
     end: CudaEvent,
+    /// Set once a kernel faulted: the context can run nothing more.
+    fault: Option<String>,
 }
 
 /// One CUDA GPU as an et backend.
@@ -66,8 +41,6 @@ pub struct Cuda {
     name: String,
     sms: usize,
     compiler: Compiler,
-    /// Loaded modules by full CUDA source (a run-time kernel may reuse an address).
-    modules: Mutex<HashMap<String, Arc<Loaded>>>,
     launcher: Mutex<Launcher>,
 }
 
@@ -79,7 +52,11 @@ impl std::fmt::Debug for Cuda {
 
 impl Cuda {
     /// Opens GPU `ordinal`. Errors, never panics, when there is no driver, no GPU, or no
-    /// NVRTC, saying which.
+    /// NVRTC, saying which. After a device fault in this process (see
+    /// [`Backend::launch`]), resets the GPU's context so that the new backend works.
+    ///
+    /// With `ET_DUMP_CUDA=dir` set, writes the CUDA source of every megakernel linked
+    /// into the program to `dir` first, NVRTC or not (see [`crate::compile::dump_cuda`]).
     pub fn new(ordinal: usize) -> Result<Self, Error> {
         driver_available()?;
         let count = CudaContext::device_count()
@@ -90,11 +67,8 @@ impl Cuda {
         if ordinal >= count as usize {
             return Err(Error::Unavailable(format!("GPU {ordinal} asked for, but only {count} present")));
         }
-        let ctx = CudaContext::new(ordinal).map_err(device_err("creating the CUDA context"))?;
-        // One stream, synchronised at the end of every launch: the safe layer's per-buffer
-        // event tracking would only add work.
-        // SAFETY: no other stream uses this context's buffers.
-        unsafe { ctx.disable_event_tracking() };
+        crate::compile::dump_registered()?;
+        let ctx = open_context(ordinal).map_err(device_err("creating the CUDA context"))?;
         let stream = ctx.default_stream();
         let name = ctx.name().map_err(device_err("reading the device name"))?;
         let sms = ctx
@@ -104,33 +78,16 @@ impl Cuda {
         // sm_90a: the Hopper-specific target (wgmma, setmaxnreg) for the H100/H200
         let arch = if (major, minor) == (9, 0) { "sm_90a".to_string() } else { format!("sm_{major}{minor}") };
         let compiler = Compiler::new(&arch)?;
-        // SAFETY: two words, written before every launch.
-        let mut status =
-            unsafe { ctx.alloc_pinned_with_flags::<u32>(2, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP) }
-                .map_err(device_err("allocating the status word"))?;
-        let mut status_dev = 0u64;
-        let host = status.as_mut_ptr().map_err(device_err("mapping the status word"))?;
-        // SAFETY: `host` is a live DEVICEMAP allocation of this context.
-        unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut status_dev, host as *mut c_void, 0) }
-            .result()
-            .map_err(device_err("mapping the status word"))?;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let launcher = Launcher {
-            states: HashMap::new(),
-            status,
-            status_dev,
+            modules: ModuleCache::new(modules::CAPACITY),
+            states: StateCache::new(states::CAPACITY),
+            status: MappedWords::new(&ctx, 1).map_err(device_err("allocating the status word"))?,
             start: ctx.new_event(timing).map_err(device_err("creating an event"))?,
             end: ctx.new_event(timing).map_err(device_err("creating an event"))?,
+            fault: None,
         };
-        Ok(Cuda {
-            ctx,
-            stream,
-            name,
-            sms,
-            compiler,
-            modules: Mutex::new(HashMap::new()),
-            launcher: Mutex::new(launcher),
-        })
+        Ok(Cuda { ctx, stream, name, sms, compiler, launcher: Mutex::new(launcher) })
     }
 
     /// Uses `dir` as the compile cache of this backend (see [`Compiler::with_cache_dir`]).
@@ -139,7 +96,9 @@ impl Cuda {
         self
     }
 
-    /// The cudarc context, for work outside et (baselines, interop).
+    /// The cudarc context, for work outside et (baselines, interop). Its event tracking
+    /// is off (this backend uses one stream): work on other streams must synchronise
+    /// with [`Cuda::stream`] itself.
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
@@ -169,83 +128,80 @@ impl Cuda {
         self.upload(&Tensor::<T>::poisoned(shape))
     }
 
-    /// Compiles (or loads from a cache) and loads `kernel`; returns it and whether NVRTC ran.
+    /// Compiles (or loads from a cache) and loads `kernel`; returns whether NVRTC ran.
     pub fn load(&self, kernel: &Kernel) -> Result<bool, Error> {
-        self.function(kernel).map(|(_, compiled)| compiled)
+        let mut launcher = self.launcher()?;
+        modules::load(&mut launcher.modules, &self.ctx, &self.compiler, self.sms, kernel).map(|(_, compiled)| compiled)
     }
 
-    fn function(&self, kernel: &Kernel) -> Result<(Arc<Loaded>, bool), Error> {
-        let key = kernel.cuda_source();
-        if let Some(l) = self.modules.lock().unwrap().get(&key) {
-            return Ok((l.clone(), false));
+    /// The launch state, or the fault that made this backend unusable.
+    fn launcher(&self) -> Result<MutexGuard<'_, Launcher>, Error> {
+        // a panic under the lock cannot leave a half-built entry (caches insert whole)
+        let launcher = self.launcher.lock().unwrap_or_else(|p| p.into_inner());
+        match &launcher.fault {
+            Some(fault) => Err(Error::Device(fault.clone())),
+            None => Ok(launcher),
         }
-        let (out, compiled) = self.compiler.compile_kernel(kernel)?;
-        let image = match out.kind {
-            ImageKind::Cubin => Ptx::from_binary(out.image.clone()),
-            ImageKind::Ptx => Ptx::from_src(String::from_utf8_lossy(&out.image).trim_end_matches('\0').to_string()),
-        };
-        let module = self.ctx.load_module(image).map_err(device_err("loading the compiled kernel"))?;
-        let function = module.load_function("et_main").map_err(device_err("finding et_main"))?;
-        let per_sm = function
-            .occupancy_max_active_blocks_per_multiprocessor(kernel.cuda.block_threads, 0, None)
-            .map_err(device_err("querying occupancy"))? as usize;
-        if per_sm == 0 {
-            return Err(Error::Device(format!(
-                "megakernel `{}` cannot fit one CTA of {} threads on an SM",
-                kernel.name(),
-                kernel.cuda.block_threads
-            )));
-        }
-        let loaded = Arc::new(Loaded { _module: module, function, max_grid: per_sm * self.sms });
-        self.modules.lock().unwrap().insert(key, loaded.clone());
-        Ok((loaded, compiled))
     }
 }
 
-/// The launch's device tensors, as resolution sees them.
-struct DeviceTensors<'a>(&'a [RawTensor]);
+/// The launch's device tensors, as resolution sees them, with the index tensors' data
+/// read once up front (a failed read is an error here, where it can be returned).
+struct DeviceTensors<'a> {
+    args: &'a [RawTensor],
+    data: Vec<Option<Vec<i64>>>,
+}
+
+impl<'a> DeviceTensors<'a> {
+    fn read(kernel: &Kernel, args: &'a [RawTensor]) -> Result<Self, Error> {
+        let mut data = vec![None; args.len()];
+        for t in data_tensors(&kernel.graph) {
+            let raw = &args[t as usize];
+            let mut buf = vec![0u32; raw.len()];
+            // SAFETY: `raw` is a live device tensor of `len` 4-byte integers (the dtypes
+            // were checked; the generated launch borrows the tensor for the whole call),
+            // and the stream is idle: launches synchronise before they return.
+            unsafe { copy_words_to_host(&mut buf, raw.addr) }.map_err(device_err("reading an index tensor"))?;
+            data[t as usize] = Some(match raw.dtype {
+                DType::I32 => buf.iter().map(|&v| v as i32 as i64).collect(),
+                _ => buf.iter().map(|&v| v as i64).collect(),
+            });
+        }
+        Ok(DeviceTensors { args, data })
+    }
+}
 
 impl LaunchTensors for DeviceTensors<'_> {
     fn shape(&self, t: u16) -> Vec<i64> {
-        self.0[t as usize].shape.clone()
+        self.args[t as usize].shape.clone()
     }
 
     fn read_integers(&self, t: u16) -> Vec<i64> {
-        let raw = &self.0[t as usize];
-        let mut buf = vec![0u32; raw.len()];
-        // SAFETY: `raw` is a live device tensor of `len` 4-byte integers (the generated
-        // launch borrows it for the whole call).
-        if !buf.is_empty() {
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut buf, raw.addr) }.expect("reading an index tensor");
-        }
-        match raw.dtype {
-            DType::I32 => buf.iter().map(|&v| v as i32 as i64).collect(),
-            _ => buf.iter().map(|&v| v as i64).collect(),
-        }
+        self.data[t as usize].clone().unwrap_or_default()
     }
 }
 
-fn data_hash(r: &Resolved<'_>) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for v in r.index_data.iter().flatten().flatten() {
-        h = (h ^ *v as u64).wrapping_mul(0x0000_0100_0000_01b3);
+/// A written argument whose memory overlaps another argument's would race in the kernel.
+/// The borrow checker rejects this for tensors and their views; this catches the rest (a
+/// view's tensor swapped out of the view, hand-made arguments).
+fn check_no_alias(kernel: &Kernel, args: &[RawTensor]) -> Result<(), Error> {
+    let span = |a: &RawTensor| (a.addr, a.addr + (a.len() * a.dtype.size()) as u64);
+    for (i, a) in args.iter().enumerate() {
+        let written = kernel.graph.tensors.get(i).is_some_and(|t| t.access == et_core::graph::Access::Write);
+        for (j, b) in args.iter().enumerate().filter(|&(j, _)| j != i && written) {
+            let ((a0, a1), (b0, b1)) = (span(a), span(b));
+            if a0 < b1 && b0 < a1 {
+                let name = |k: usize| kernel.graph.tensors.get(k).map_or("?".to_string(), |t| t.name.to_string());
+                return Err(Error::Shape(format!(
+                    "megakernel `{}`: tensor `{}` is written and shares memory with tensor `{}`",
+                    kernel.name(),
+                    name(i),
+                    name(j)
+                )));
+            }
+        }
     }
-    h
-}
-
-/// The first waited element left incomplete in this launch, and a task waiting on it.
-fn never_ready(r: &Resolved<'_>, counters: &[u32], epoch: u32) -> Option<BlockedWait> {
-    (0..r.n_elements as usize).find_map(|el| {
-        let target = r.target[el];
-        let consumer = *r.consumers.row(el).first()?;
-        let value = counters[el].wrapping_sub(epoch.wrapping_sub(1).wrapping_mul(target));
-        (target > 0 && value < target).then(|| BlockedWait {
-            task: r.describe_task(consumer),
-            element: r.describe_element(el as u32),
-            value,
-            expected: target,
-        })
-    })
+    Ok(())
 }
 
 impl Backend for Cuda {
@@ -263,17 +219,18 @@ impl Backend for Cuda {
     }
 
     fn download<T: Element>(&self, t: &CudaTensor<T>) -> Result<Tensor<T>, Error> {
-        let mut bytes = vec![0u8; t.num_bytes()];
-        if !bytes.is_empty() {
-            self.stream.synchronize().map_err(device_err("downloading a tensor"))?;
-            // SAFETY: `t` (a tensor or a view) addresses `num_bytes` bytes inside its live
-            // allocation; the stream was synchronised, so earlier launches are done.
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut bytes, t.addr) }
-                .map_err(device_err("downloading a tensor"))?;
-        }
-        Tensor::from_vec(&t.shape, from_bytes(&bytes))
+        let bytes = if t.is_empty() {
+            Vec::new()
+        } else {
+            self.stream.clone_dtoh(&t.bytes()).map_err(device_err("downloading a tensor"))?
+        };
+        Tensor::from_vec(t.shape(), from_bytes(&bytes))
     }
 
+    /// Runs `kernel` as one cooperative launch and waits for it. A kernel that a device
+    /// fault stops (a tile op that reads out of bounds or traps) returns an error naming
+    /// the megakernel; the CUDA context is then unusable, so this backend refuses further
+    /// launches, and [`Cuda::new`] resets the context for a new backend.
     unsafe fn launch(
         &self,
         entry: &KernelEntry<'_>,
@@ -286,80 +243,84 @@ impl Backend for Cuda {
             return Err(Error::Unavailable("chaos mode is a CPU-backend feature".into()));
         }
         kernel.check_dtypes(args)?;
+        check_no_alias(kernel, args)?;
         self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
-        let (loaded, compiled) = self.function(kernel)?;
+        let mut guard = self.launcher()?;
+        let Launcher { modules, states, status, start, end, fault } = &mut *guard;
+        let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel)?;
         let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
-        let grid = options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid);
-
-        // Dims are solved (and every shape checked) on each launch; the task graph is
-        // resolved again only for new shapes, or always when it depends on tensor data.
-        let shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape.clone()).collect();
-        let dims = resolve_dims(&kernel.graph, &shapes)?;
-        let fresh = if data_tensors(&kernel.graph).is_empty() {
-            None
-        } else {
-            Some(Resolved::new(&kernel.graph, &DeviceTensors(args))?)
-        };
-        let key = StateKey {
-            graph: kernel.graph.clone(),
-            dims: dims.clone(),
-            data: fresh.as_ref().map_or(0, data_hash),
+        let launch = Launch {
             schedule,
-            grid,
+            grid: options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid),
             placement: options.placement,
         };
-        let mut guard = self.launcher.lock().unwrap();
-        let launcher = &mut *guard;
-        if !launcher.states.contains_key(&key) {
-            if launcher.states.len() >= 64 {
-                launcher.states.clear();
-            }
-            let state =
-                GraphState::new(&self.stream, &kernel.graph, &DeviceTensors(args), schedule, grid, options.placement)?;
-            launcher.states.insert(key.clone(), state);
-        }
-        let state = launcher.states.get_mut(&key).expect("inserted above");
-        state.epoch += 1;
+
+        // Dims are solved (and every shape checked) on each launch; the task graph is
+        // resolved again only for a new key (shapes, index data, options).
+        let shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape.clone()).collect();
+        let dims = resolve_dims(&kernel.graph, &shapes)?;
+        let tensors = DeviceTensors::read(kernel, args)?;
+        let probe = StateProbe { spec: &kernel.graph, launch, dims: &dims, data: &tensors.data };
+        let (state, _) = states.get_or_try_insert(&probe, || {
+            let state = GraphState::new(&self.stream, &kernel.graph, &tensors, schedule, launch.grid, launch.placement)?;
+            Ok::<_, Error>((probe.to_key(), state))
+        })?;
+
         if schedule == ScheduleKind::Dynamic {
             self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
         }
-        launcher.status.as_mut_slice().map_err(device_err("clearing the status word"))?[0] = 0;
+        status.set(0, 0).map_err(device_err("clearing the status word"))?;
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
-        let mut rt = state.runtime(watchdog_ns, options.trace.is_some(), launcher.status_dev);
-        let mut words = state.kernel_args(args)?;
-        let mut params: [*mut c_void; 2] = [&mut rt as *mut _ as *mut c_void, words.as_mut_ptr() as *mut c_void];
-        launcher.start.record(&self.stream).map_err(device_err("recording an event"))?;
-        // SAFETY: the parameters match `et_main(const et::Runtime, const EtArgs)`: `rt` is
-        // `#[repr(C)] Runtime` and `words` is the EtArgs block; every address in them is
-        // a live allocation of this context; the grid fits co-resident (cooperative).
+        // the epoch advances only once the launch is enqueued: a failed launch leaves the
+        // counters and the epoch in step
+        let epoch = state.epoch.wrapping_add(1);
+        let rt = Runtime { epoch, ..state.runtime(watchdog_ns, options.trace.is_some(), status.device_ptr()) };
+        let words = state.kernel_args(args)?;
+        start.record(&self.stream).map_err(device_err("recording an event"))?;
+        // SAFETY: `loaded.function` is `et_main` of this kernel's generated source, whose
+        // `Runtime` and `EtArgs` are what `runtime`/`kernel_args` pack; the addresses in
+        // them are `state`'s buffers, the status word and the arguments, all live until
+        // the synchronisation below (the generated launch borrows the tensors for the
+        // call, `check_dtypes` matched their number and types); `launch.grid` is clamped
+        // to the co-resident maximum.
         unsafe {
-            cudarc::driver::result::launch_cooperative_kernel(
-                loaded.function.cu_function(),
-                (grid as u32, 1, 1),
-                (kernel.cuda.block_threads, 1, 1),
-                0,
-                self.stream.cu_stream(),
-                &mut params,
+            launch_cooperative(
+                &loaded.function,
+                launch.grid as u32,
+                kernel.cuda.block_threads,
+                &self.stream,
+                &rt,
+                &words,
             )
         }
         .map_err(device_err("launching the megakernel"))?;
-        launcher.end.record(&self.stream).map_err(device_err("recording an event"))?;
-        self.stream.synchronize().map_err(device_err("running the megakernel"))?;
-        let elapsed_ms = launcher.start.elapsed_ms(&launcher.end).map_err(device_err("reading the timer"))?;
+        state.epoch = epoch;
+        end.record(&self.stream).map_err(device_err("recording an event"))?;
+        if let Err(e) = self.stream.synchronize() {
+            let message = format!(
+                "megakernel `{}` faulted on the device ({e:?}): a tile op read or wrote out of bounds, or trapped. \
+                 The task cannot be read back after a fault; the CPU backend, whose tile ops check their bounds, names it. \
+                 The CUDA context can run nothing more: drop this backend and its tensors, and open a new `Cuda` (it resets the context)",
+                kernel.name()
+            );
+            *fault = Some(message.clone());
+            return Err(Error::Device(message));
+        }
+        let elapsed_ms = start.elapsed_ms(end).map_err(device_err("reading the timer"))?;
         let elapsed = Duration::from_secs_f64(elapsed_ms as f64 / 1e3);
 
-        let aborted = launcher.status.as_slice().map_err(device_err("reading the status word"))?[0] != 0;
-        if aborted {
-            return Err(self.watchdog_error(kernel, state, options));
+        if status.get(0).map_err(device_err("reading the status word"))? != 0 {
+            return Err(self.aborted(state, args, options));
         }
         if let Some(path) = &options.trace {
-            self.write_trace(kernel, state, path)?;
+            let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
+            crate::trace::write_trace(&state.resolved(), &words, path)?;
         }
         Ok(LaunchReport {
             backend: self.describe(),
             schedule,
             tasks: state.resolved().n_tasks,
-            workers: grid,
+            workers: launch.grid,
             elapsed,
             compiled,
         })
@@ -367,56 +328,46 @@ impl Backend for Cuda {
 }
 
 impl Cuda {
-    /// Reads the watchdog's record, resets the state for the next launch, and says which
-    /// wait was stuck.
-    fn watchdog_error(&self, kernel: &Kernel, state: &mut GraphState, options: &LaunchOptions) -> Error {
-        let read = || -> Result<BlockedWait, Error> {
-            let rec = self.stream.clone_dtoh(&state.error_record).map_err(device_err("reading the watchdog record"))?;
-            let word = |k: usize| rec[2 * k] as u64 | (rec[2 * k + 1] as u64) << 32;
-            let (task, element, value, expected) = (word(0) as u32, word(1) as u32, word(2) as u32, word(3) as u32);
-            let r = state.resolved();
-            Ok(if element == u32::MAX {
-                // a CTA waited on the ready queue: name a task that never became ready
-                let counters = self.stream.clone_dtoh(&state.counters).map_err(device_err("reading the counters"))?;
-                never_ready(r, &counters, state.epoch).unwrap_or(BlockedWait {
-                    task: "(none found)".into(),
-                    element: "the dynamic ready queue".into(),
-                    value: 0,
-                    expected: 1,
-                })
-            } else {
-                BlockedWait { task: r.describe_task(task), element: r.describe_element(element), value, expected }
-            })
+    /// Reads the abort record, resets the state for the next launch, and says why the
+    /// kernel stopped.
+    fn aborted(&self, state: &mut GraphState, args: &[RawTensor], options: &LaunchOptions) -> Error {
+        let read = |state: &GraphState| -> Result<Error, Error> {
+            let rec = self.stream.clone_dtoh(&state.error_record).map_err(device_err("reading the abort record"))?;
+            let counters = || self.stream.clone_dtoh(&state.counters).map_err(device_err("reading the counters"));
+            Abort::decode(&rec).into_error(&state.resolved(), args, options.watchdog, counters, state.epoch)
         };
-        let wait = match read() {
-            Ok(w) => w,
-            Err(e) => return e,
-        };
+        let error = read(state).unwrap_or_else(|e| e);
         // the counters are part-way through a launch: start a fresh epoch
-        let reset =
-            self.stream.memset_zeros(&mut state.counters).and_then(|_| self.stream.memset_zeros(&mut state.abort_flag));
+        let reset = self
+            .stream
+            .memset_zeros(&mut state.counters)
+            .and_then(|_| self.stream.memset_zeros(&mut state.abort_flag))
+            .and_then(|_| self.stream.memset_zeros(&mut state.error_record));
         if let Err(e) = reset {
-            return Error::Device(format!("resetting after the watchdog: {e:?}"));
+            return Error::Device(format!("resetting after an abort ({error}): {e:?}"));
         }
         state.epoch = 0;
-        Error::Watchdog { kernel: kernel.name().to_string(), wait, limit: options.watchdog }
+        error
     }
+}
 
-    /// Writes the trace of the last launch as Chrome trace JSON.
-    fn write_trace(&self, kernel: &Kernel, state: &GraphState, path: &std::path::Path) -> Result<(), Error> {
-        let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
-        let r = state.resolved();
-        let n = r.n_tasks as usize;
-        let t0 = (0..n).map(|t| words[3 * t + 1]).min().unwrap_or(0);
-        let spans: Vec<TaskSpan> = (0..n)
-            .map(|t| TaskSpan {
-                task: r.describe_task(t as u32),
-                track: (words[3 * t] >> 32) as u32,
-                start_us: (words[3 * t + 1] - t0) as f64 / 1e3,
-                end_us: (words[3 * t + 2].max(words[3 * t + 1]) - t0) as f64 / 1e3,
-            })
-            .collect();
-        write_chrome_trace(path, kernel.name(), "SM", &spans)?;
-        Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_argument_may_not_overlap_another() {
+        let kernel = &splitk::split_row_sum::KERNEL; // a read, part and c written
+        let t = |addr: u64, shape: &[usize]| RawTensor::new(addr, DType::F32, shape);
+        let (a, part) = (t(0x10000, &[32, 128]), t(0x20000, &[32, 4]));
+        assert!(check_no_alias(kernel, &[a.clone(), part.clone(), t(0x30000, &[32])]).is_ok());
+        // `c` is the last 32 floats of `part`
+        let err = check_no_alias(kernel, &[a.clone(), part.clone(), t(0x20000 + 96 * 4, &[32])]).unwrap_err();
+        assert!(err.to_string().contains("`part` is written and shares memory with tensor `c`"), "{err}");
+        // `c` ends where `part` begins: no overlap
+        assert!(check_no_alias(kernel, &[a.clone(), part.clone(), t(0x20000 - 32 * 4, &[32])]).is_ok());
+        // a written tensor inside a read one
+        let err = check_no_alias(kernel, &[a, t(0x10000 + 4, &[32, 4]), t(0x30000, &[32])]).unwrap_err();
+        assert!(err.to_string().contains("`part` is written and shares memory with tensor `a`"), "{err}");
     }
 }

@@ -7,7 +7,10 @@
 //!   Chrome/Perfetto traces of every task.
 //! - [`compile`] turns a megakernel's CUDA source into a CUBIN with NVRTC, caching it on
 //!   disk (`ET_CACHE_DIR`, else the user's cache directory) and in the process. It needs
-//!   libnvrtc but no GPU, so CI compiles every kernel.
+//!   libnvrtc but no GPU, so CI compiles every kernel (`tests/nvrtc_compile.rs`).
+//!
+//! The raw driver and NVRTC calls live in one private module (`driver`), each with its
+//! safety argument; the rest speaks in cudarc's safe types.
 //!
 //! Nothing here panics when CUDA is missing: [`Cuda::new`] and [`Compiler::new`] return
 //! [`et_core::Error::Unavailable`] saying what is missing.
@@ -31,14 +34,43 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! Views borrow their tensor ([`CudaTensor::rows_mut`] and the others), so a tensor and
+//! a mutable alias of it cannot be passed to one launch:
+//!
+//! ```compile_fail,E0502
+//! use et_core::prelude::*;
+//!
+//! #[megakernel]
+//! fn double(x: &Tensor<f32, { [N * 8] }>, y: &mut Tensor<f32, { [N * 8] }>) {
+//!     tile!(t[i] in [N] {
+//!         add(x.tile([i], [8]), x.tile([i], [8]), y.tile([i], [8]));
+//!     });
+//! }
+//!
+//! fn run(gpu: &et_device::Cuda) -> Result<(), et_core::Error> {
+//!     let mut d = gpu.upload(&Tensor::<f32>::zeros(&[16]))?;
+//!     let mut second = d.rows_mut(8..16)?;
+//!     double::launch(gpu, &d, &mut second)?; // `d` is mutably borrowed by `second`
+//!     Ok(())
+//! }
+//! # fn main() {}
+//! ```
+//!
 
+mod abort;
 mod availability;
+mod cache;
 pub mod compile;
 mod device;
+mod driver;
 mod memory;
+mod modules;
 mod runtime;
+mod states;
+mod trace;
 
 pub use availability::{driver_available, nvrtc_available};
 pub use compile::{CompileOutput, Compiler};
 pub use device::Cuda;
-pub use memory::CudaTensor;
+pub use memory::{CudaTensor, CudaView, CudaViewMut};

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
-use et_core::abi::{ArgsLayout, EtArgs, Runtime};
+pub(crate) use et_core::abi::Runtime;
+use et_core::abi::{ArgsLayout, EtArgs};
 use et_core::graph::resolve::LaunchTensors;
 use et_core::graph::schedule::{DynamicPlan, Placement, StaticSchedule};
 use et_core::graph::{GraphSpec, Resolved, ScheduleKind};
@@ -96,10 +97,11 @@ impl GraphState {
             schedule,
             epoch: 0,
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1)).map_err(&alloc)?,
-            dyn_state: stream.alloc_zeros::<u32>(2 + 2 * r.n_tasks as usize).map_err(&alloc)?,
+            // [head, tail, pending_done[n], ready[n], CTAs waiting on the queue]
+            dyn_state: stream.alloc_zeros::<u32>(3 + 2 * r.n_tasks as usize).map_err(&alloc)?,
             trace: stream.alloc_zeros::<u64>(3 * (r.n_tasks as usize).max(1)).map_err(&alloc)?,
             abort_flag: stream.alloc_zeros::<u32>(1).map_err(&alloc)?,
-            error_record: stream.alloc_zeros::<u32>(8).map_err(&alloc)?,
+            error_record: stream.alloc_zeros::<u32>(crate::abort::RECORD_WORDS).map_err(&alloc)?,
             n_seeds: plan.seeds.len() as u32,
             targets: upload(stream, &r.target)?,
             queue_offsets: upload(stream, &offsets)?,

@@ -19,7 +19,17 @@ fn no_gpu_is_an_error_not_a_panic() {
     // runs everywhere: where there is a GPU it opens; elsewhere the error says why
     match Cuda::new(0) {
         Ok(gpu) => assert!(gpu.sm_count() > 0),
-        Err(Error::Unavailable(why)) => assert!(!why.is_empty()),
+        Err(Error::Unavailable(why)) => {
+            // the message names what is missing, in the order Cuda::new looks
+            let cause = if et_device::driver_available().is_err() {
+                "the CUDA driver library (libcuda.so) was not found"
+            } else if why.contains("NVRTC") {
+                "NVRTC (libnvrtc.so.13) was not found"
+            } else {
+                "sees no GPU"
+            };
+            assert!(why.contains(cause), "expected `{cause}` in: {why}");
+        }
         Err(other) => panic!("expected Unavailable, got {other}"),
     }
 }
@@ -195,6 +205,72 @@ fn views_share_memory_and_launch_like_tensors() {
     let flat = gpu.download(&d.reshape(&[2 * 96 * 128]).unwrap()).unwrap();
     assert_eq!(flat.as_slice(), stacked.as_slice());
     assert!(d.rows(100..300).is_err() && d.reshape(&[7]).is_err());
+    // a writable view: the kernel writes rows 32..64 of a larger output, nothing else
+    let mut c2 = gpu.upload(&Tensor::<f32>::zeros(&[3 * 32])).unwrap();
+    let first = gpu.upload(&Tensor::from_vec(&[32, 128], stacked.as_slice()[..32 * 128].to_vec()).unwrap()).unwrap();
+    let mut part2 = gpu.poisoned::<f32>(&[32, 4]).unwrap();
+    split_row_sum::launch(&gpu, &first, &mut part2, &mut c2.rows_mut(32..64).unwrap()).unwrap();
+    let got = gpu.download(&c2).unwrap();
+    let want = splitk::row_sum_reference(&gpu.download(&first).unwrap());
+    assert!(got.as_slice()[..32].iter().chain(&got.as_slice()[64..]).all(|&v| v == 0.0));
+    let middle = Tensor::from_vec(&[32], got.as_slice()[32..64].to_vec()).unwrap();
+    assert!(relative_error(&middle, &want) < 1e-5);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_view_swapped_out_of_its_borrow_is_still_rejected_as_an_alias() {
+    let gpu = gpu();
+    let a = gpu.upload(&Tensor::<f32>::zeros(&[32, 128])).unwrap();
+    let mut buf = gpu.poisoned::<f32>(&[32, 4]).unwrap();
+    // `escaped` takes the view's tensor, outliving the borrow of `buf`
+    let mut escaped = gpu.poisoned::<f32>(&[32, 4]).unwrap();
+    std::mem::swap(&mut *buf.rows_mut(0..32).unwrap(), &mut escaped);
+    let mut rows = buf.rows_mut(0..8).unwrap();
+    let mut c = rows.reshape_mut(&[32]).unwrap();
+    let err = split_row_sum::launch(&gpu, &a, &mut escaped, &mut c).unwrap_err().to_string();
+    assert!(err.contains("`part` is written and shares memory with tensor `c`"), "{err}");
+}
+
+mod trapping {
+    use et_core::prelude::*;
+
+    // a tile op that faults on the device
+    et_core::tile_op! {
+        cuda = "__device__ void trap_op(et::Tile<float, 1> t) { __trap(); }";
+        /// Does nothing on the CPU; traps on the GPU.
+        pub fn trap_op(_t: TileMut<'_, f32, 1>) {}
+    }
+
+    #[megakernel]
+    pub fn traps(x: &mut Tensor<f32, { [N * 8] }>) {
+        tile!(t[i] in [N] {
+            trap_op(x.tile([i], [8]));
+        });
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_device_fault_names_the_megakernel_and_a_new_backend_works_afterwards() {
+    let gpu = gpu();
+    let mut x = gpu.upload(&Tensor::<f32>::zeros(&[64])).unwrap();
+    let t0 = Instant::now();
+    let err = trapping::traps::launch(&gpu, &mut x).unwrap_err().to_string();
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert!(err.contains("megakernel `traps` faulted on the device"), "{err}");
+    // the faulted backend refuses further work with the same explanation
+    let again = trapping::traps::launch(&gpu, &mut x).unwrap_err().to_string();
+    assert!(again.contains("`traps` faulted"), "{again}");
+    // a new backend, while the faulted one and its tensor still hold the context, works
+    let fresh = Cuda::new(0).unwrap_or_else(|e| panic!("a new backend after a fault: {e}"));
+    let a = Tensor::<f32>::random(&[64, 128], 3);
+    let da = fresh.upload(&a).unwrap();
+    let mut part = fresh.poisoned::<f32>(&[64, 4]).unwrap();
+    let mut c = fresh.poisoned::<f32>(&[64]).unwrap();
+    split_row_sum::launch(&fresh, &da, &mut part, &mut c).unwrap();
+    assert!(relative_error(&fresh.download(&c).unwrap(), &splitk::row_sum_reference(&a)) < 1e-5);
+    drop((x, gpu));
 }
 
 #[test]

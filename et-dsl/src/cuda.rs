@@ -181,7 +181,7 @@ fn access_loops(
                 let at: Vec<String> = at.iter().map(|x| c_affine(x, vars, dims)).collect();
                 let unsigned = spec.tensors[*tensor as usize].dtype == et_graph::DType::U32;
                 coords.push(format!(
-                    "et::load_index<{}>(args.t[{tensor}], {{{}}}, {unsigned})",
+                    "et::load_index<{}>(ctx, args.t[{tensor}], {{{}}}, {unsigned}, {extent}, {tensor})",
                     at.len(),
                     at.join(", ")
                 ));

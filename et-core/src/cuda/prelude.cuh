@@ -2,6 +2,8 @@
 // Compiled by NVRTC ahead of the op library and the generated kernel; needs no headers.
 // The kernel ABI (ET_MAX_RANK, ET_PER_ELEMENT, TensorArg, Runtime) is declared in front
 // of it from its Rust description, et_core::abi.
+// The `element` word of an abort record written by `load_index`.
+#define ET_INDEX_FAULT 0xfffffffeu
 #ifndef ET_BUSY_POLLS
 #define ET_BUSY_POLLS 1024
 #endif
@@ -99,13 +101,33 @@ __device__ __forceinline__ Tile<T, R> make_tile(const TensorArg& t, const long l
     return tile;
 }
 
-// Reads an integer (i32 or u32 by `is_unsigned`) at a position of an index tensor.
-template <int R>
-__device__ __forceinline__ long long load_index(const TensorArg& t, const long long (&at)[R], bool is_unsigned) {
+// Reads an integer (i32 or u32 by `is_unsigned`) at a position of index tensor `tensor`
+// and checks it against `bound`, the extent of the event dimension it indexes: the host
+// checked the tensor at launch, but a kernel may write it since. A value out of range
+// aborts the kernel with the record [task, ET_INDEX_FAULT, value, bound, tensor, position]
+// (the host names all of them) and reads as 0, so that no counter outside the event is
+// touched while the CTAs wind down. `C` is `Ctx` (declared below).
+template <int R, class C>
+__device__ __forceinline__ long long load_index(C& ctx, const TensorArg& t, const long long (&at)[R], bool is_unsigned,
+                                                long long bound, unsigned int tensor) {
     long long off = 0;
     for (int d = 0; d < R; ++d) off += at[d] * t.stride[d];
     const unsigned int raw = reinterpret_cast<const unsigned int*>(t.ptr)[off];
-    return is_unsigned ? (long long)raw : (long long)(int)raw;
+    const long long value = is_unsigned ? (long long)raw : (long long)(int)raw;
+    if (value >= 0 && value < bound) return value;
+    if (atomicCAS(ctx.rt.abort_flag, 0u, 1u) == 0u) {
+        unsigned long long* rec = ctx.rt.error;
+        rec[0] = ctx.task;
+        rec[1] = ET_INDEX_FAULT;
+        rec[2] = (unsigned long long)value;
+        rec[3] = (unsigned long long)bound;
+        rec[4] = tensor;
+        rec[5] = (unsigned long long)off;
+        __threadfence();
+        *ctx.rt.host_status = 1u;
+        __threadfence_system();
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------- event protocol
@@ -240,6 +262,13 @@ struct Ctx {
     // CTA's slice [cursor, end) of the queue table; dynamic: the shared ready queue.
     // A stuck static CTA is always stuck in a wait, which sees the abort flag, so the
     // static path does not poll it here.
+    //
+    // The pop's watchdog measures progress, not time: a correct kernel may wait on the
+    // queue for as long as one long chain of tasks runs elsewhere. `waiting` counts the
+    // CTAs idle on the queue (or done for good); the pop's timer restarts whenever the
+    // queue's tail moves or some CTA is not waiting (it runs a task, which may push one).
+    // Only when every CTA has waited, and nothing was pushed, for the watchdog's limit
+    // can no task ever become ready: that is a stuck graph, and it aborts.
     __device__ bool next(unsigned int& cursor, unsigned int end, unsigned int& out) {
         __shared__ unsigned int s_task;
         __shared__ int s_more;
@@ -253,14 +282,41 @@ struct Ctx {
                     if (++cursor < end) upcoming = __ldg(rt.queue_tasks + cursor);
                 }
             } else if (ld_acquire(rt.abort_flag) == 0) {
+                unsigned int* waiting = rt.dyn_state + 2 + 2 * rt.n_tasks;
                 const unsigned int h = atomicAdd(rt.dyn_state, 1u);
                 if (h < rt.n_seeds) {
                     s_task = __ldg(rt.seeds + h);
                     s_more = 1;
                 } else if (h < rt.n_tasks) {
-                    const unsigned int slot = h - rt.n_seeds;
-                    const unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
-                    if (spin_until(ready + slot, 1u, 0xffffffffu, 1u)) { s_task = ld_acquire(ready + slot) - 1u; s_more = 1; }
+                    const unsigned int* slot = rt.dyn_state + 2 + rt.n_tasks + (h - rt.n_seeds);
+                    unsigned int v = ld_acquire(slot);
+                    if (v == 0u) {
+                        atomicAdd(waiting, 1u);
+                        unsigned int tail = ld_acquire(rt.dyn_state + 1), backoff = 32;
+                        unsigned long long start = global_timer();
+                        for (unsigned int i = 1; v == 0u; ++i) {
+                            if (i > ET_BUSY_POLLS) {
+                                __nanosleep(backoff);
+                                if (backoff < 256) backoff <<= 1;
+                            }
+                            v = ld_acquire(slot);
+                            if (v != 0u || (i & 15) != 0) continue;
+                            if (ld_acquire(rt.abort_flag) != 0) break;
+                            const unsigned int now_tail = ld_acquire(rt.dyn_state + 1);
+                            const unsigned long long now = global_timer();
+                            if (now_tail != tail || ld_acquire(waiting) < gridDim.x) {
+                                tail = now_tail;
+                                start = now;
+                            } else if (now - start > rt.watchdog_ns) {
+                                raise(0xffffffffu, 0u, 1u);
+                                break;
+                            }
+                        }
+                        atomicSub(waiting, 1u);
+                    }
+                    if (v != 0u) { s_task = v - 1u; s_more = 1; }
+                } else {
+                    atomicAdd(waiting, 1u); // done: idle for good
                 }
             }
         }

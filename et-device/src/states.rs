@@ -1,0 +1,84 @@
+//! The cache of device states (schedule tables, counters) of resolved task graphs.
+//!
+//! A state serves a launch only if everything it was built from is equal: the kernel's
+//! graph description (compared as data, so a kernel built at run time at a reused address
+//! cannot hit another's state), the dims, the schedule, the grid, the placement, and the
+//! index data read from the launch's tensors, compared element by element. At most
+//! [`CAPACITY`] states are kept; a new one evicts the least recently used (its device
+//! buffers are freed).
+
+use et_core::graph::GraphSpec;
+use et_core::graph::ScheduleKind;
+use et_core::graph::schedule::Placement;
+
+use crate::cache::Lru;
+use crate::runtime::GraphState;
+
+/// States kept per backend.
+pub(crate) const CAPACITY: usize = 64;
+
+/// What a state was built from.
+#[derive(Debug, PartialEq)]
+pub(crate) struct StateKey {
+    spec: GraphSpec,
+    launch: Launch,
+    dims: Vec<i64>,
+    data: Vec<Option<Vec<i64>>>,
+}
+
+/// The launch options a state depends on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Launch {
+    pub schedule: ScheduleKind,
+    pub grid: usize,
+    pub placement: Placement,
+}
+
+/// A launch's [`StateKey`], borrowed (looking a state up allocates nothing).
+pub(crate) struct StateProbe<'a> {
+    pub spec: &'a GraphSpec,
+    pub launch: Launch,
+    pub dims: &'a [i64],
+    /// Per tensor parameter, the integers of an index tensor (`None` for the others).
+    pub data: &'a [Option<Vec<i64>>],
+}
+
+impl StateProbe<'_> {
+    /// The owned key, stored beside a new state.
+    pub fn to_key(&self) -> StateKey {
+        StateKey { spec: self.spec.clone(), launch: self.launch, dims: self.dims.to_vec(), data: self.data.to_vec() }
+    }
+}
+
+impl PartialEq<StateProbe<'_>> for StateKey {
+    fn eq(&self, p: &StateProbe<'_>) -> bool {
+        // cheapest comparisons first
+        self.launch == p.launch && self.dims == p.dims && self.data == p.data && self.spec == *p.spec
+    }
+}
+
+/// The device states of one backend.
+pub(crate) type StateCache = Lru<StateKey, GraphState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_differ_by_index_data_compared_in_full() {
+        let spec = &splitk::split_row_sum::KERNEL.graph;
+        let launch = Launch { schedule: ScheduleKind::Static, grid: 4, placement: Placement::default() };
+        let data = vec![None, Some(vec![1, 2, 3])];
+        let (changed, shorter) = (vec![None, Some(vec![1, 2, 4])], vec![None, Some(vec![1, 2])]);
+        let probe = |data| StateProbe { spec, launch, dims: &[2], data };
+        let key = probe(&data).to_key();
+        assert!(key == probe(&data));
+        // one index value differs: another state, whatever a hash of the data would say
+        assert!(key != probe(&changed));
+        assert!(key != probe(&shorter));
+        assert!(key != StateProbe { dims: &[3], ..probe(&data) });
+        assert!(key != StateProbe { launch: Launch { grid: 5, ..launch }, ..probe(&data) });
+        let other = &splitk::splitk_gemm::KERNEL.graph;
+        assert!(key != StateProbe { spec: other, ..probe(&data) });
+    }
+}

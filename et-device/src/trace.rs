@@ -1,0 +1,59 @@
+//! The Chrome/Perfetto trace of a launch, from the three words per task the kernel wrote
+//! (`(SM << 32) | CTA`, start and end in global-timer nanoseconds).
+
+use std::path::Path;
+
+use et_core::Error;
+use et_core::graph::Resolved;
+use et_core::trace::{TaskSpan, write_chrome_trace};
+
+/// Writes the trace of one launch of `r`'s graph to `path`; an error names the path.
+pub(crate) fn write_trace(r: &Resolved<'_>, words: &[u64], path: &Path) -> Result<(), Error> {
+    let n = r.n_tasks as usize;
+    let t0 = (0..n).map(|t| words[3 * t + 1]).min().unwrap_or(0);
+    let spans: Vec<TaskSpan> = (0..n)
+        .map(|t| TaskSpan {
+            task: r.describe_task(t as u32),
+            track: (words[3 * t] >> 32) as u32,
+            start_us: words[3 * t + 1].saturating_sub(t0) as f64 / 1e3,
+            end_us: words[3 * t + 2].max(words[3 * t + 1]).saturating_sub(t0) as f64 / 1e3,
+        })
+        .collect();
+    write_chrome_trace(path, &r.spec.name, "SM", &spans).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("writing the trace to `{}` (the trace path): {e}", path.display()),
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_trace_path_says_it_is_the_trace_path() {
+        use et_core::graph::resolve::LaunchTensors;
+        struct Shapes;
+        impl LaunchTensors for Shapes {
+            fn shape(&self, t: u16) -> Vec<i64> {
+                [vec![32, 128], vec![32, 4], vec![32]][t as usize].clone()
+            }
+            fn read_integers(&self, _: u16) -> Vec<i64> {
+                Vec::new()
+            }
+        }
+        let r = Resolved::new(&splitk::split_row_sum::KERNEL.graph, &Shapes).unwrap();
+        let words = vec![0u64; 3 * r.n_tasks as usize];
+        let dir = std::env::temp_dir().join(format!("et-trace-test-{}", std::process::id()));
+        let bad = dir.join("missing-directory").join("trace.json");
+        let err = write_trace(&r, &words, &bad).unwrap_err().to_string();
+        assert!(err.contains("the trace path") && err.contains("missing-directory"), "{err}");
+        // the same words to a good path: valid JSON with every task
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("trace.json");
+        write_trace(&r, &words, &good).unwrap();
+        assert!(std::fs::read_to_string(&good).unwrap().contains(&r.describe_task(r.n_tasks - 1)));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
