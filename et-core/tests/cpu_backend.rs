@@ -328,7 +328,7 @@ fn dyn_count() -> &'static Kernel {
             tensor("flag", DType::F32, vec![lit(1)], Access::Write),
             tensor("k_sized", DType::F32, vec![dim(0)], Access::Read),
         ],
-        vec![event("e", vec![lit(1)], Count::Dynamic { tensor: 0 })],
+        vec![event("e", vec![lit(1)], Count::PerElement { tensor: 0 })],
         vec![
             group("producer", &["k"], vec![dim(0)], vec![], vec![at(0, vec![point(lit(0))])]),
             group("consumer", &["z"], vec![lit(1)], vec![at(0, vec![point(lit(0))])], vec![]),

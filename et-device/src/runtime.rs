@@ -178,7 +178,7 @@ fn layout_words(r: &Resolved<'_>) -> Vec<u8> {
     for k in 0..events {
         let count = match r.spec.events.get(k) {
             None => 0,
-            Some(e) if matches!(e.count, Count::Dynamic { .. }) => PER_ELEMENT,
+            Some(e) if matches!(e.count, Count::PerElement { .. }) => PER_ELEMENT,
             Some(_) => {
                 // the count rules make every waited element's target equal
                 let layout = &r.events[k];

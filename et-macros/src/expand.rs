@@ -24,7 +24,8 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let analyzed = if parsed_cleanly { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
     match (analyzed, errors.into_result()) {
         (Some(a), Ok(())) => {
-            let out = crate::host::generate(&model, &a, &args);
+            let (out, notes) = (crate::host::generate(&model, &a, &args), &a.notes);
+            let out = quote!(#notes #out);
             if args.debug {
                 eprintln!("// #[megakernel] expansion of `{}`\n{out}", model.name);
             }

@@ -97,7 +97,6 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
         dtype,
         shape,
         ty_span: pt.ty.span(),
-        ty_tokens: pt.ty.to_token_stream(),
     })
 }
 
