@@ -271,8 +271,10 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
 /// for every admissible value of the symbolic dims.
 pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     let names = Names::new(spec);
+    // a failure that no dim affects fails at every size: show the smallest
     let witness = |w: Vec<(u16, i64)>| -> Option<String> {
-        let parts: Vec<String> = w
+        let every = (0..spec.dims.len() as u16).map(|d| (d, 1)).collect();
+        let parts: Vec<String> = (if w.is_empty() { every } else { w })
             .iter()
             .filter(|(d, _)| matches!(spec.dims[*d as usize].kind, DimKind::Symbolic { .. }))
             .map(|(d, v)| format!("{} = {v}", spec.dims[*d as usize].name))
