@@ -3,7 +3,7 @@
 //!
 //! One job per module: [`dims`] solves the dims, [`layout`] numbers tasks and counters,
 //! this module builds the adjacency ([`Csr`]), [`counts`] checks the trigger counts,
-//! [`order`] orders the tasks, and [`error`] says what went wrong.
+//! [`order`] orders the tasks, and `error` says what went wrong ([`ResolveError`]).
 
 pub mod counts;
 mod csr;
