@@ -278,7 +278,7 @@ impl EtArgs {
             .iter()
             .zip(r.spec.events.iter())
             .map(|(layout, e)| match e.count {
-                Count::Dynamic { .. } => PER_ELEMENT,
+                Count::PerElement { .. } => PER_ELEMENT,
                 // the count rules give every waited element of an event the same target
                 _ => (layout.offset..layout.offset + layout.len)
                     .map(|el| r.target[el as usize])

@@ -314,10 +314,16 @@ fn chaos_exposes_a_missing_dependency() {
 }
 
 /// `e` is `dyn` with its count read from `counts`; K producers signal `e[0]` once each,
-/// and the consumer waits on it.
-fn dyn_count() -> TestKernel {
+/// and the consumer waits on it. With `lie`, producer 0's body skips its signal (a task
+/// function that breaks the graph's promise, which only the executor can catch).
+fn dyn_count(lie: bool) -> TestKernel {
     fn producer(cx: &TaskContext<'_>) {
         cx.signal(0);
+    }
+    fn lying_producer(cx: &TaskContext<'_>) {
+        if cx.var(0) != 0 {
+            cx.signal(0);
+        }
     }
     fn consumer(cx: &TaskContext<'_>) {
         cx.wait(0);
@@ -331,18 +337,18 @@ fn dyn_count() -> TestKernel {
             tensor("flag", DType::F32, vec![lit(1)], Access::Write),
             tensor("k_sized", DType::F32, vec![dim(0)], Access::Read),
         ],
-        vec![event("e", vec![lit(1)], Count::Dynamic { tensor: 0 })],
+        vec![event("e", vec![lit(1)], Count::PerElement { tensor: 0 })],
         vec![
             group("producer", &["k"], vec![dim(0)], vec![], vec![at(0, vec![point(lit(0))])]),
             group("consumer", &["z"], vec![lit(1)], vec![at(0, vec![point(lit(0))])], vec![]),
         ],
-        &[producer, consumer],
+        if lie { &[lying_producer, consumer] } else { &[producer, consumer] },
     )
 }
 
 #[test]
 fn dyn_count_equal_to_signals_completes() {
-    let k = dyn_count();
+    let k = dyn_count(false);
     for opts in every_schedule() {
         let counts = Tensor::<u32>::from_vec(&[1], vec![3]).unwrap();
         let mut flag = Tensor::<f32>::poisoned(&[1]);
@@ -353,10 +359,22 @@ fn dyn_count_equal_to_signals_completes() {
 }
 
 #[test]
+fn dyn_count_unequal_to_signals_is_a_launch_error() {
+    let k = dyn_count(false);
+    let counts = Tensor::<u32>::from_vec(&[1], vec![4]).unwrap(); // only 3 signals come
+    let mut flag = Tensor::<f32>::poisoned(&[1]);
+    let ks = Tensor::<f32>::zeros(&[3]);
+    let err = run(&k, &[counts.raw(), flag.raw_mut(), ks.raw()], &LaunchOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("event `e`") && text.contains("e[0] receives 3 signals but its count is 4"), "{text}");
+    assert_eq!(flag.as_slice()[0].to_bits(), Tensor::<f32>::poisoned(&[1]).as_slice()[0].to_bits());
+}
+
+#[test]
 fn deadlock_is_reported_fast_naming_task_and_element() {
-    let k = dyn_count();
+    let k = dyn_count(true);
     for opts in every_schedule() {
-        let counts = Tensor::<u32>::from_vec(&[1], vec![4]).unwrap(); // only 3 signals come
+        let counts = Tensor::<u32>::from_vec(&[1], vec![3]).unwrap(); // producer[0] never signals
         let mut flag = Tensor::<f32>::poisoned(&[1]);
         let ks = Tensor::<f32>::zeros(&[3]);
         let t0 = Instant::now();
@@ -366,9 +384,9 @@ fn deadlock_is_reported_fast_naming_task_and_element() {
         assert_eq!(blocked.len(), 1, "{err}");
         assert_eq!(blocked[0].task, "consumer[0]");
         assert_eq!(blocked[0].element, "e[0]");
-        assert_eq!((blocked[0].value, blocked[0].expected), (3, 4));
+        assert_eq!((blocked[0].value, blocked[0].expected), (2, 3));
         let text = err.to_string();
-        assert!(text.contains("consumer[0]") && text.contains("e[0]") && text.contains("3 of 4"), "{text}");
+        assert!(text.contains("consumer[0]") && text.contains("e[0]") && text.contains("2 of 3"), "{text}");
     }
 }
 

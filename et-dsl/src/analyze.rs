@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use et_graph::check::{AccessKind, Diagnostic, Location};
+use et_graph::check::{AccessKind, Diagnostic, Location, Severity};
 use et_graph::{
     Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index, ScheduleKind,
     TensorSpec, TileAccess,
@@ -25,6 +25,8 @@ pub struct Analyzed {
     pub spec: GraphSpec,
     pub dim_names: Vec<String>,
     pub groups: Vec<LoweredGroup>,
+    /// The rule checker's notes, as items that make the compiler warn (see [`note`]).
+    pub notes: TokenStream,
 }
 
 /// A tile body, lowered.
@@ -73,7 +75,6 @@ impl<'a> DimTable<'a> {
 #[derive(Default)]
 struct Spans {
     dims: Vec<TokenStream>,
-    tensors: Vec<TokenStream>,
     events: Vec<TokenStream>,
     counts: Vec<Option<TokenStream>>,
     groups: Vec<TokenStream>,
@@ -85,7 +86,6 @@ impl Spans {
     fn of(&self, loc: Location) -> &TokenStream {
         match loc {
             Location::Dim(d) => &self.dims[d as usize],
-            Location::Tensor(t) => &self.tensors[t as usize],
             Location::Event(e) => &self.events[e as usize],
             Location::EventCount(e) => self.counts[e as usize].as_ref().unwrap_or(&self.events[e as usize]),
             Location::Group(g) => &self.groups[g as usize],
@@ -114,7 +114,7 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
     let statics: Vec<Option<i64>> =
         dims.iter().map(|d| if let DimKind::Static(v) = d.kind { Some(v) } else { None }).collect();
     let dt = DimTable { names: &dim_names, statics: &statics };
-    let tensors = lower_tensors(m, &dt, &mut spans, errors);
+    let tensors = lower_tensors(m, &dt, errors);
     let param_names: Vec<String> = m.params.iter().map(|p| p.name.to_string()).collect();
     let events = lower_events(m, &dt, &param_names, &mut spans, errors);
     let mut groups = Vec::new();
@@ -142,10 +142,14 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
         // the graph is incomplete: rule checks would report follow-on noise
         return None;
     }
+    let mut notes = TokenStream::new();
     for d in et_graph::check::check(&spec) {
-        errors.push(to_error(&d, &spans));
+        match d.severity {
+            Severity::Error => errors.push(to_error(&d, &spans)),
+            Severity::Note => notes.extend(note(&d, &spans)),
+        }
     }
-    errors.is_empty().then_some(Analyzed { spec, dim_names, groups: lowered })
+    errors.is_empty().then_some(Analyzed { spec, dim_names, groups: lowered, notes })
 }
 
 /// Lowers every expression; one that fails is reported and stands in as `1`, so that
@@ -169,6 +173,24 @@ fn to_error(d: &Diagnostic, spans: &Spans) -> syn::Error {
         msg.push_str(h);
     }
     syn::Error::new_spanned(spans.of(d.location), msg)
+}
+
+/// A note as a compiler warning at its location. Stable Rust has no warning API for
+/// proc macros, so the note becomes a `#[deprecated]` constant used once, the use spanned
+/// at the location: rustc then warns "use of deprecated constant ..: <note>" there. The
+/// anonymous `const _` keeps the constant's name out of the user's namespace.
+fn note(d: &Diagnostic, spans: &Spans) -> TokenStream {
+    let text = format!("{}{}", d.message, d.help.as_ref().map(|h| format!("; {h}")).unwrap_or_default());
+    let span = spans.of(d.location).clone().into_iter().next().map_or_else(Span::call_site, |t| t.span());
+    let used = Ident::new("et_note", span);
+    quote::quote! {
+        const _: () = {
+            #[deprecated(note = #text)]
+            #[allow(non_upper_case_globals)]
+            const et_note: () = ();
+            #used
+        };
+    }
 }
 
 fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Errors) -> Vec<DimSpec> {
@@ -218,12 +240,11 @@ fn idents(e: &Expr) -> Vec<Ident> {
 
 const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "i32", "u32"];
 
-fn lower_tensors(m: &Megakernel, dt: &DimTable, spans: &mut Spans, errors: &mut Errors) -> Vec<TensorSpec> {
+fn lower_tensors(m: &Megakernel, dt: &DimTable, errors: &mut Errors) -> Vec<TensorSpec> {
     let scope = dt.scope(&[], "a tensor extent");
     m.params
         .iter()
         .map(|p| {
-            spans.tensors.push(p.ty_tokens.clone());
             let dtype = DType::from_rust_name(&p.dtype.to_string()).unwrap_or_else(|| {
                 let mut msg = format!("unknown dtype `{}`: expected one of f32, bf16, f16, i32, u32", p.dtype);
                 if let Some(s) = did_you_mean(&p.dtype.to_string(), DTYPES) {
@@ -281,7 +302,7 @@ fn lower_events(
                 }
             }
             Some(CountDecl::Dynamic { tensor, .. }) => match params.iter().position(|p| *tensor == p) {
-                Some(t) => Count::Dynamic { tensor: t as u16 },
+                Some(t) => Count::PerElement { tensor: t as u16 },
                 None => {
                     let cands: Vec<&str> = params.iter().map(String::as_str).collect();
                     errors.push(unknown(tensor.span(), "count tensor", &tensor.to_string(), &cands));

@@ -13,7 +13,8 @@ use crate::model::Megakernel;
 pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match check(attr, item) {
         Checked::Ok { args, model, analyzed } => {
-            let out = crate::host::generate(&model, &analyzed, &args);
+            let (out, notes) = (crate::host::generate(&model, &analyzed, &args), &analyzed.notes);
+            let out = quote::quote!(#notes #out);
             if args.debug {
                 eprintln!("// #[megakernel] expansion of `{}`\n{out}", model.name);
             }

@@ -205,7 +205,7 @@ fn graph_tokens(s: &GraphSpec, p: &TokenStream) -> TokenStream {
                 let a = affine_tokens(a, p);
                 quote!(#p::Count::Fixed(#a))
             }
-            Count::Dynamic { tensor } => quote!(#p::Count::Dynamic { tensor: #tensor }),
+            Count::PerElement { tensor } => quote!(#p::Count::PerElement { tensor: #tensor }),
         };
         quote!(#p::EventSpec { name: #p::Cow::Borrowed(#n), shape: #p::Cow::Borrowed(&[#(#shape),*]), count: #count })
     });

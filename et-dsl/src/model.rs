@@ -22,8 +22,6 @@ pub struct Param {
     pub shape: Vec<Expr>,
     /// The whole type, for errors about the parameter.
     pub ty_span: Span,
-    /// The whole type's tokens, for errors spanning it.
-    pub ty_tokens: TokenStream,
 }
 
 /// `let name = event!([shape], count = ..);`

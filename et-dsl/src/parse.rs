@@ -91,14 +91,7 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
             ));
         }
     };
-    Ok(Param {
-        name: pi.ident.clone(),
-        mutable: r.mutability.is_some(),
-        dtype,
-        shape,
-        ty_span: pt.ty.span(),
-        ty_tokens: pt.ty.to_token_stream(),
-    })
+    Ok(Param { name: pi.ident.clone(), mutable: r.mutability.is_some(), dtype, shape, ty_span: pt.ty.span() })
 }
 
 enum BodyItem {

@@ -35,7 +35,7 @@ pub fn summary(spec: &GraphSpec) -> String {
         let count = match &e.count {
             Count::Inferred => "inferred".to_string(),
             Count::Fixed(a) => a.display(&[], &dims).to_string(),
-            Count::Dynamic { tensor } => format!("dyn({})", spec.tensors[*tensor as usize].name),
+            Count::PerElement { tensor } => format!("dyn({})", spec.tensors[*tensor as usize].name),
         };
         let _ = writeln!(out, "  {}[{}], count {count}", e.name, shape(&e.shape, &[]));
     }

@@ -128,36 +128,29 @@ impl Affine {
 
     /// Proves `self >= 0` for every admissible value of the dims: static dims take their
     /// value, symbolic dims range over `1 ..= max` (unbounded when no max is declared).
-    /// On failure returns the dims assignment that minimises the expression, with `None`
-    /// for "arbitrarily large".
-    pub fn prove_nonnegative(&self, dims: &[DimSpec]) -> Result<(), Vec<(u16, Option<i64>)>> {
+    /// On failure returns a failing assignment of the dims it mentions, as small as it
+    /// can be: every dim starts at 1 and, in order, a dim with a negative coefficient
+    /// grows only as far as needed (up to its bound) to make the expression negative.
+    pub fn prove_nonnegative(&self, dims: &[DimSpec]) -> Result<(), Vec<(u16, i64)>> {
         let e = self.substitute_static(dims);
-        let mut min = e.constant;
-        let mut witness = Vec::new();
-        let mut unbounded = false;
-        for &(t, c) in e.terms.iter() {
-            let Term::Dim(d) = t else { continue };
-            let max = match dims[d as usize].kind {
-                DimKind::Symbolic { max } => max,
-                DimKind::Static(v) => Some(v),
-            };
-            if c > 0 {
-                min += c;
-                witness.push((d, Some(1)));
-            } else {
-                match max {
-                    Some(m) => {
-                        min += c * m;
-                        witness.push((d, Some(m)));
-                    }
-                    None => {
-                        unbounded = true;
-                        witness.push((d, None));
-                    }
-                }
+        let terms: Vec<(u16, i64)> =
+            e.terms.iter().filter_map(|&(t, c)| if let Term::Dim(d) = t { Some((d, c)) } else { None }).collect();
+        let mut witness: Vec<(u16, i64)> = terms.iter().map(|&(d, _)| (d, 1)).collect();
+        let value = |w: &[(u16, i64)]| {
+            terms.iter().zip(w).fold(e.constant as i128, |acc, (&(_, c), &(_, v))| acc + c as i128 * v as i128)
+        };
+        for (k, &(d, c)) in terms.iter().enumerate() {
+            let now = value(&witness);
+            if now >= 0 && c < 0 {
+                let max = match dims[d as usize].kind {
+                    DimKind::Symbolic { max } => max.unwrap_or(i64::MAX),
+                    DimKind::Static(v) => v,
+                };
+                // the smallest v with now + c * (v - 1) < 0
+                witness[k].1 = (2 + now / -(c as i128)).min(max as i128) as i64;
             }
         }
-        if min >= 0 && !unbounded && !e.has_vars() { Ok(()) } else { Err(witness) }
+        if value(&witness) >= 0 && !e.has_vars() { Ok(()) } else { Err(witness) }
     }
 
     /// Formats with the given names for tile indices and dims.
@@ -240,10 +233,23 @@ mod tests {
         let ok = Affine::from_terms(8, [(Term::Dim(2), -1)]);
         assert!(ok.prove_nonnegative(&dims()).is_ok());
         let bad = Affine::from_terms(7, [(Term::Dim(2), -1)]);
-        assert_eq!(bad.prove_nonnegative(&dims()), Err(vec![(2, Some(8))]));
+        assert_eq!(bad.prove_nonnegative(&dims()), Err(vec![(2, 8)]));
         // static dims are substituted
         let st = Affine::from_terms(-64, [(Term::Dim(1), 1)]);
         assert!(st.prove_nonnegative(&dims()).is_ok());
+    }
+
+    #[test]
+    fn witness_is_the_smallest_failing_size() {
+        // R - 1 - 1 >= 0 already fails at R = 1: not "a large R"
+        let at_one = Affine::from_terms(-2, [(Term::Dim(0), 1)]);
+        assert_eq!(at_one.prove_nonnegative(&dims()), Err(vec![(0, 1)]));
+        // 10 - 3R >= 0 first fails at R = 4 (unbounded R)
+        let at_four = Affine::from_terms(10, [(Term::Dim(0), -3)]);
+        assert_eq!(at_four.prove_nonnegative(&dims()), Err(vec![(0, 4)]));
+        // 4 - B >= 0 with B <= 8 first fails at B = 5
+        let bounded = Affine::from_terms(4, [(Term::Dim(2), -1)]);
+        assert_eq!(bounded.prove_nonnegative(&dims()), Err(vec![(2, 5)]));
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! (and checked again on the real sizes at every launch).
 
 use crate::affine::Affine;
-use crate::resolve::{CountProblemKind, Resolved, TaskId};
-use crate::spec::{Access, Count, DimKind, EventAccess, GraphSpec, Index};
+use crate::resolve::order::{closed_cycle, kahn};
+use crate::resolve::{CountProblemKind, Resolved, TaskId, dim_plan};
+use crate::spec::{Access, Count, DimKind, EventAccess, GraphSpec, Index, List};
 
 /// Which statement of a tile body an access is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,8 +25,6 @@ pub enum AccessKind {
 pub enum Location {
     /// A dim (its declaration, or its first use).
     Dim(u16),
-    /// A tensor parameter's type.
-    Tensor(u16),
     /// An event declaration.
     Event(u16),
     /// The `count = ..` of an event declaration (the declaration when there is none).
@@ -54,9 +53,21 @@ pub enum Location {
     },
 }
 
-/// One violated rule.
+/// How a diagnostic is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// A violated rule: the megakernel does not compile.
+    Error,
+    /// Something the user should see that does not stop compilation: a rule deferred to
+    /// launch, or a suspicious but legal graph.
+    Note,
+}
+
+/// One violated rule, or a note.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// Error or note.
+    pub severity: Severity,
     /// Where.
     pub location: Location,
     /// What is wrong, in one sentence.
@@ -66,7 +77,15 @@ pub struct Diagnostic {
 }
 
 fn diag(location: Location, message: String) -> Diagnostic {
-    Diagnostic { location, message, help: None }
+    Diagnostic { severity: Severity::Error, location, message, help: None }
+}
+
+fn error(location: Location, message: String, help: String) -> Diagnostic {
+    Diagnostic { severity: Severity::Error, location, message, help: Some(help) }
+}
+
+fn note(location: Location, message: String, help: String) -> Diagnostic {
+    Diagnostic { severity: Severity::Note, location, message, help: Some(help) }
 }
 
 /// Runs every rule; returns all violations found (empty when the graph is sound).
@@ -81,7 +100,8 @@ pub fn check(spec: &GraphSpec) -> Vec<Diagnostic> {
     check_bounds(spec, &mut out);
     check_dims_determined(spec, &mut out);
     check_group_cycles(spec, &mut out);
-    if out.is_empty() {
+    check_unwaited_events(spec, &mut out);
+    if out.iter().all(|d| d.severity == Severity::Note) {
         check_at_sample_sizes(spec, &mut out);
     }
     out
@@ -199,8 +219,9 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             let Index::Data { tensor, .. } = ix else {
                 continue;
             };
-            if !matches!(ev.count, Count::Dynamic { .. }) {
+            if !matches!(ev.count, Count::PerElement { .. }) {
                 out.push(Diagnostic {
+                    severity: Severity::Error,
                     location: access_at(g, kind, k, Some(c)),
                     message: format!("data-dependent index on event `{}`, whose trigger count is not `dyn`", ev.name),
                     help: Some(
@@ -215,7 +236,7 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         }
     }
     for (e, ev) in spec.events.iter().enumerate() {
-        let Count::Dynamic { tensor } = ev.count else {
+        let Count::PerElement { tensor } = ev.count else {
             continue;
         };
         let loc = Location::EventCount(e as u16);
@@ -250,14 +271,13 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
 /// for every admissible value of the symbolic dims.
 pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     let names = Names::new(spec);
-    let witness = |w: Vec<(u16, Option<i64>)>| -> Option<String> {
-        let parts: Vec<String> = w
+    // a failure that no dim affects fails at every size: show the smallest
+    let witness = |w: Vec<(u16, i64)>| -> Option<String> {
+        let every = (0..spec.dims.len() as u16).map(|d| (d, 1)).collect();
+        let parts: Vec<String> = (if w.is_empty() { every } else { w })
             .iter()
             .filter(|(d, _)| matches!(spec.dims[*d as usize].kind, DimKind::Symbolic { .. }))
-            .map(|(d, v)| match v {
-                Some(v) => format!("{} = {v}", spec.dims[*d as usize].name),
-                None => format!("a large {}", spec.dims[*d as usize].name),
-            })
+            .map(|(d, v)| format!("{} = {v}", spec.dims[*d as usize].name))
             .collect();
         (!parts.is_empty()).then(|| format!("it fails for {}", parts.join(", ")))
     };
@@ -269,6 +289,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             let group = &spec.groups[g];
             if let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) {
                 out.push(Diagnostic {
+                    severity: Severity::Error,
                     location: loc,
                     message: format!(
                         "{what} can be negative: `{shown}` reaches `{}` over the domain of `{}`",
@@ -279,6 +300,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 });
             } else if let Err(w) = extent.sub(&hi_excl.max_over(&group.domain)).prove_nonnegative(&spec.dims) {
                 out.push(Diagnostic {
+                severity: Severity::Error,
                 location: loc,
                 message: format!(
                     "{what} is out of bounds: `{shown}` reaches `{}` over the domain of `{}`, but the extent is `{}`",
@@ -360,39 +382,14 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
 
 /// Rule: every symbolic dim can be solved from the tensor shapes at launch.
 pub fn check_dims_determined(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
-    let mut known: Vec<bool> = spec.dims.iter().map(|d| matches!(d.kind, DimKind::Static(_))).collect();
-    let mut progress = true;
-    while progress {
-        progress = false;
-        for t in spec.tensors.iter() {
-            for extent in t.shape.iter() {
-                let unknown: Vec<u16> = extent
-                    .terms
-                    .iter()
-                    .filter_map(|&(term, _)| match term {
-                        crate::Term::Dim(d) if !known[d as usize] => Some(d),
-                        _ => None,
-                    })
-                    .collect();
-                if let [d] = unknown[..] {
-                    known[d as usize] = true;
-                    progress = true;
-                }
-            }
-        }
-    }
-    for (d, k) in known.iter().enumerate() {
-        if !k {
-            out.push(Diagnostic {
-                location: Location::Dim(d as u16),
-                message: format!(
-                    "symbolic dim `{}` is not determined by any tensor parameter's shape",
-                    spec.dims[d].name
-                ),
-                help: Some(
-                    "use it in a parameter's shape (e.g. `[B * 4, 128]`), or give it a value with `dims(..)`".into(),
-                ),
-            });
+    let solved: Vec<u16> = dim_plan(spec).iter().map(|s| s.dim).collect();
+    for (d, dim) in spec.dims.iter().enumerate() {
+        if matches!(dim.kind, DimKind::Symbolic { .. }) && !solved.contains(&(d as u16)) {
+            out.push(error(
+                Location::Dim(d as u16),
+                format!("symbolic dim `{}` is not determined by any tensor parameter's shape", dim.name),
+                "use it in a parameter's shape (e.g. `[B * 4, 128]`), or give it a value with `dims(..)`".into(),
+            ));
         }
     }
 }
@@ -401,72 +398,76 @@ pub fn check_dims_determined(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
 /// cycle through two or more groups. A group that waits on elements of an event it also
 /// signals (a chain or wavefront) is checked per task instead.
 pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
-    let n = spec.groups.len();
-    let mut edge = vec![vec![None::<(usize, u16)>; n]; n]; // edge[p][c] = (wait access in c, event)
+    // (producer, consumer, the consumer's wait access, event), first edge per pair
+    let mut edges: Vec<(u32, u32, usize, u16)> = Vec::new();
     for (c, group) in spec.groups.iter().enumerate() {
         for (k, w) in group.waits.iter().enumerate() {
             for (p, producer) in spec.groups.iter().enumerate() {
-                if p != c && producer.signals.iter().any(|s| s.event == w.event) && edge[p][c].is_none() {
-                    edge[p][c] = Some((k, w.event));
+                let new = !edges.iter().any(|e| (e.0, e.1) == (p as u32, c as u32));
+                if p != c && new && producer.signals.iter().any(|s| s.event == w.event) {
+                    edges.push((p as u32, c as u32, k, w.event));
                 }
             }
         }
     }
-    // depth-first search for a back edge; report each cycle once
-    let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
-    let mut stack = Vec::new();
-    fn dfs(
-        u: usize,
-        edge: &[Vec<Option<(usize, u16)>>],
-        state: &mut [u8],
-        stack: &mut Vec<usize>,
-        found: &mut Option<Vec<usize>>,
-    ) {
-        state[u] = 1;
-        stack.push(u);
-        for v in 0..edge.len() {
-            if found.is_some() {
-                break;
-            }
-            if edge[u][v].is_none() {
-                continue;
-            }
-            if state[v] == 1 {
-                let pos = stack.iter().position(|&x| x == v).unwrap();
-                *found = Some(stack[pos..].to_vec());
-            } else if state[v] == 0 {
-                dfs(v, edge, state, stack, found);
-            }
-        }
-        stack.pop();
-        state[u] = 2;
+    let (_, indegree) = kahn(spec.groups.len(), edges.iter().map(|e| (e.0, e.1)), Vec::new());
+    if indegree.iter().all(|&d| d == 0) {
+        return;
     }
-    for s in 0..n {
-        if state[s] != 0 {
-            continue;
-        }
-        let mut found = None;
-        dfs(s, &edge, &mut state, &mut stack, &mut found);
-        if let Some(cycle) = found {
-            let mut names: Vec<String> = cycle.iter().map(|&g| format!("`{}`", spec.groups[g].name)).collect();
-            names.push(names[0].clone());
-            let (first, second) = (cycle[0], cycle[1 % cycle.len()]);
-            let (k, ev) = edge[first][second].unwrap();
-            out.push(Diagnostic {
-                location: access_at(second, AccessKind::Wait, k, None),
-                message: format!("dependency cycle between tile groups: {}", names.join(" -> ")),
-                help: Some(format!(
-                    "`{}` waits on event `{}`, which `{}` signals; each group on the cycle waits for the next",
-                    spec.groups[second].name, spec.events[ev as usize].name, spec.groups[first].name
-                )),
-            });
+    let cycle = closed_cycle(&indegree, |c| edges.iter().filter(move |e| e.1 == c).map(|e| e.0));
+    let names: Vec<String> = cycle.iter().map(|&g| format!("`{}`", spec.groups[g as usize].name)).collect();
+    let (first, second) = (cycle[0], cycle[1]);
+    let Some(&(_, _, k, ev)) = edges.iter().find(|e| (e.0, e.1) == (first, second)) else { return };
+    out.push(error(
+        access_at(second as usize, AccessKind::Wait, k, None),
+        format!("dependency cycle between tile groups: {}", names.join(" -> ")),
+        format!(
+            "`{}` waits on event `{}`, which `{}` signals; each group on the cycle waits for the next",
+            spec.groups[second as usize].name, spec.events[ev as usize].name, spec.groups[first as usize].name
+        ),
+    ));
+}
+
+/// Rule (a note): every signalled event is waited on somewhere; signals that nothing
+/// waits for order nothing, which usually means a forgotten `wait!`.
+pub fn check_unwaited_events(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
+    for (e, ev) in spec.events.iter().enumerate() {
+        let used = |kind| each_access(spec).any(|(_, k, _, a)| k == kind && a.event == e as u16);
+        if used(AccessKind::Signal) && !used(AccessKind::Wait) {
+            out.push(note(
+                Location::Event(e as u16),
+                format!("event `{}` is signalled but never waited on, so its signals order nothing", ev.name),
+                "add the `wait!` that reads what the signal publishes, or remove the event".into(),
+            ));
         }
     }
 }
 
+/// The most tasks of a sample graph (and a quarter of its most event elements): the
+/// exact rules build the whole task graph, which must stay cheap inside the compiler.
+pub const MAX_SAMPLE_TASKS: i64 = 1 << 18;
+
+/// Tasks and event elements of the graph at `dims`, saturating.
+fn sample_size(spec: &GraphSpec, dims: &[i64]) -> (i64, i64) {
+    let size = |boxes: &mut dyn Iterator<Item = &List<Affine>>| {
+        boxes.fold(0i64, |acc, b| {
+            acc.saturating_add(b.iter().fold(1i64, |p, e| p.saturating_mul(e.eval(&[], dims).max(0))))
+        })
+    };
+    (size(&mut spec.groups.iter().map(|g| &g.domain)), size(&mut spec.events.iter().map(|e| &e.shape)))
+}
+
+fn fits(spec: &GraphSpec, dims: &[i64]) -> bool {
+    let (tasks, elements) = sample_size(spec, dims);
+    tasks <= MAX_SAMPLE_TASKS && elements <= MAX_SAMPLE_TASKS * 4
+}
+
 /// The sizes at which the exact rules are checked: each symbolic dim takes a few small
-/// values (and its bound, when small), in lock step and staggered.
-pub fn sample_dims(spec: &GraphSpec) -> Vec<Vec<i64>> {
+/// values (and its bound, when small), in lock step and staggered. A sample whose graph
+/// is larger than [`MAX_SAMPLE_TASKS`] has its symbolic dims halved until it fits.
+/// `Err` gives the smallest sample (every symbolic dim 1) when even that does not fit
+/// (static dims make it large): the rules are then left to launch.
+pub fn sample_dims(spec: &GraphSpec) -> Result<Vec<Vec<i64>>, Vec<i64>> {
     let sym: Vec<(usize, Option<i64>)> = spec
         .dims
         .iter()
@@ -477,6 +478,9 @@ pub fn sample_dims(spec: &GraphSpec) -> Vec<Vec<i64>> {
         })
         .collect();
     let base: Vec<i64> = spec.dims.iter().map(|d| if let DimKind::Static(v) = d.kind { v } else { 1 }).collect();
+    if !fits(spec, &base) {
+        return Err(base);
+    }
     let mut out: Vec<Vec<i64>> = Vec::new();
     for step in 0..6 {
         let mut dims = base.clone();
@@ -491,30 +495,55 @@ pub fn sample_dims(spec: &GraphSpec) -> Vec<Vec<i64>> {
             };
             dims[d] = v.min(max.unwrap_or(i64::MAX)).max(1);
         }
-        if !out.contains(&dims) {
+        while !fits(spec, &dims) && sym.iter().any(|&(d, _)| dims[d] > 1) {
+            sym.iter().for_each(|&(d, _)| dims[d] = (dims[d] + 1) / 2);
+        }
+        if fits(spec, &dims) && !out.contains(&dims) {
             out.push(dims);
         }
     }
-    out
+    Ok(out)
+}
+
+/// A note that the exact rules were not checked at compile time for `dims`, and why.
+fn deferred(spec: &GraphSpec, dims: &[i64], why: String) -> Diagnostic {
+    note(
+        Location::Group(0),
+        format!(
+            "coverage, counts, self-waits and task cycles are not checked at compile time{}: {why}",
+            describe_sizes(spec, dims)
+        ),
+        "they are checked on the real sizes when the megakernel is launched".into(),
+    )
 }
 
 /// Rules checked on the exact task graph at [`sample_dims`]: every waited element is
 /// signalled; inferred counts are uniform and explicit counts agree; no task waits on an
-/// element it signals itself; no task-level cycle.
+/// element it signals itself; no task-level cycle. A sample that cannot be checked is a
+/// note, never skipped silently.
 pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
-    const MAX_TASKS: i64 = 1 << 18;
-    for dims in sample_dims(spec) {
+    if spec.groups.is_empty() {
+        return;
+    }
+    let samples = sample_dims(spec).unwrap_or_else(|smallest| {
+        let (tasks, elements) = sample_size(spec, &smallest);
+        let why = format!(
+            "the smallest sample graph has {tasks} tasks and {elements} event elements, above the limit of {} tasks and {} elements",
+            MAX_SAMPLE_TASKS,
+            MAX_SAMPLE_TASKS * 4
+        );
+        out.push(deferred(spec, &smallest, why));
+        Vec::new()
+    });
+    for dims in samples {
         let shapes: Vec<Vec<i64>> =
             spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect()).collect();
-        let tasks: i64 =
-            spec.groups.iter().map(|g| g.domain.iter().map(|e| e.eval(&[], &dims).max(0)).product::<i64>()).sum();
-        let elements: i64 =
-            spec.events.iter().map(|e| e.shape.iter().map(|x| x.eval(&[], &dims).max(0)).product::<i64>()).sum();
-        if tasks > MAX_TASKS || elements > MAX_TASKS * 4 {
-            continue;
-        }
-        let Ok(r) = Resolved::for_analysis(spec, shapes) else {
-            continue;
+        let r = match Resolved::shapes_only(spec, shapes) {
+            Ok(r) => r,
+            Err(e) => {
+                out.push(deferred(spec, &dims, format!("the graph does not resolve there ({e})")));
+                continue;
+            }
         };
         let sizes = describe_sizes(spec, &dims);
         let before = out.len();
@@ -525,6 +554,7 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 CountProblemKind::NeverSignalled { consumer } => {
                     let loc = wait_touching(&r, consumer, p.element).unwrap_or(Location::Event(p.event));
                     out.push(Diagnostic {
+                        severity: Severity::Error,
                         location: loc,
                         message: format!(
                             "`{el}` is waited on by task `{}` but no task signals it{sizes}",
@@ -533,7 +563,7 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                         help: Some(format!("add a `signal!` of `{}` that covers this element, or narrow the wait", ev.name)),
                     });
                 }
-                CountProblemKind::FixedMismatch { signals, count } => out.push(diag(
+                CountProblemKind::Mismatch { signals, count } => out.push(diag(
                     Location::EventCount(p.event),
                     format!(
                         "explicit count {count} disagrees with the signals: `{el}` receives {signals} signal{} per launch{sizes}",
@@ -541,6 +571,7 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     ),
                 )),
                 CountProblemKind::NotUniform { signals, other, other_signals } => out.push(Diagnostic {
+                    severity: Severity::Error,
                     location: Location::Event(p.event),
                     message: format!(
                         "cannot infer the trigger count of `{}`: `{}` receives {other_signals} signal{}, `{el}` receives {signals}{sizes}",
@@ -554,12 +585,11 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         }
         check_self_waits(&r, &sizes, out);
         if out.len() == before
-            && let Err(crate::ResolveError::Cycle { tasks }) = r.topological_order()
+            && let Err(cycle) = r.topological_order()
         {
-            let first = tasks.first().cloned().unwrap_or_default();
-            let g = spec.groups.iter().position(|g| first.starts_with(&*g.name)).unwrap_or(0);
+            let tasks: Vec<String> = cycle.iter().map(|&t| r.describe_task(t)).collect();
             out.push(diag(
-                Location::Group(g as u16),
+                Location::Group(r.group_of(cycle[0]) as u16),
                 format!("dependency cycle between tasks: {}{sizes}", tasks.join(" -> ")),
             ));
         }
@@ -608,6 +638,7 @@ fn check_self_waits(r: &Resolved<'_>, sizes: &str, out: &mut Vec<Diagnostic>) {
         for &el in r.waits.row(task as usize) {
             if signalled.contains(&el) {
                 out.push(Diagnostic {
+                    severity: Severity::Error,
                     location: wait_touching(r, task, el).unwrap_or(Location::Group(g as u16)),
                     message: format!(
                         "task `{}` waits on `{}`, which it signals itself{sizes}",

@@ -7,6 +7,7 @@
 //! queues therefore always makes progress: no static schedule built here can deadlock a
 //! correct graph.
 
+use crate::resolve::order::{ReadySet, kahn};
 use crate::resolve::{Resolved, TaskId};
 
 /// Per-worker (per-SM) task queues.
@@ -44,28 +45,20 @@ impl StaticSchedule {
                 }
             }
             Placement::CostAware => {
-                // Costs in arbitrary units: one unit of group cost is one task of cost 1; a
-                // dependency that crosses workers adds HOP (signal latency).
+                // Costs in arbitrary units: one unit of group cost is one task of cost 1,
+                // and every dependency adds HOP (signal latency) wherever its producer ran.
+                // Measured on the H200 (benches/RESULTS.md, runs 4 and 6), a same-SM hop
+                // (1.13 us) is no cheaper than a cross-SM one (0.72 us), so the model
+                // gives no discount for keeping a chain on one worker.
                 const HOP: u64 = 1;
                 let mut free = vec![0u64; workers];
                 let mut finish = vec![0u64; r.n_tasks as usize];
-                let mut worker_of = vec![0usize; r.n_tasks as usize];
                 for &t in order {
                     let cost = r.spec.groups[r.group_of(t)].cost.max(1) as u64;
-                    let (best, start) = (0..workers)
-                        .map(|w| {
-                            let ready = r
-                                .dependencies(t)
-                                .map(|d| finish[d as usize] + if worker_of[d as usize] == w { 0 } else { HOP })
-                                .max()
-                                .unwrap_or(0);
-                            (w, ready.max(free[w]))
-                        })
-                        .min_by_key(|&(w, s)| (s, free[w], w))
-                        .expect("at least one worker");
-                    finish[t as usize] = start + cost;
-                    free[best] = start + cost;
-                    worker_of[t as usize] = best;
+                    let ready = r.dependencies(t).map(|d| finish[d as usize] + HOP).max().unwrap_or(0);
+                    let best = (0..workers).min_by_key(|&w| (ready.max(free[w]), free[w], w)).unwrap_or(0);
+                    finish[t as usize] = ready.max(free[best]) + cost;
+                    free[best] = finish[t as usize];
                     queues[best].push(t);
                 }
             }
@@ -94,31 +87,9 @@ impl StaticSchedule {
         }
         // The queues are slices of one topological order iff the graph made of the
         // dependency edges plus the "next in my queue" edges is acyclic.
-        let mut indeg = vec![0u32; n];
-        let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for t in 0..n as u32 {
-            for d in r.dependencies(t) {
-                succ[d as usize].push(t);
-                indeg[t as usize] += 1;
-            }
-        }
-        for q in &self.queues {
-            for w in q.windows(2) {
-                succ[w[0] as usize].push(w[1]);
-                indeg[w[1] as usize] += 1;
-            }
-        }
-        let mut stack: Vec<u32> = (0..n as u32).filter(|&t| indeg[t as usize] == 0).collect();
-        let mut seen = 0;
-        while let Some(t) = stack.pop() {
-            seen += 1;
-            for &s in &succ[t as usize] {
-                indeg[s as usize] -= 1;
-                if indeg[s as usize] == 0 {
-                    stack.push(s);
-                }
-            }
-        }
+        let deps = (0..n as u32).flat_map(|t| r.dependencies(t).map(move |d| (d, t)));
+        let next_in_queue = self.queues.iter().flat_map(|q| q.windows(2).map(|w| (w[0], w[1])));
+        let seen = kahn(n, deps.chain(next_in_queue), Vec::new()).0.len();
         if seen == n { Ok(()) } else { Err("the queues are not slices of one topological order".into()) }
     }
 }
@@ -174,28 +145,25 @@ impl SplitMix64 {
     }
 }
 
+/// Takes a uniformly random ready task: the chaos policy for Kahn's algorithm.
+struct RandomReady<'a> {
+    ready: Vec<u32>,
+    rng: &'a mut SplitMix64,
+}
+
+impl ReadySet for RandomReady<'_> {
+    fn push(&mut self, node: u32) {
+        self.ready.push(node);
+    }
+    fn pop(&mut self) -> Option<u32> {
+        (!self.ready.is_empty()).then(|| self.ready.swap_remove(self.rng.below(self.ready.len())))
+    }
+}
+
 /// A random topological order (Kahn's algorithm picking a random ready task), for chaos.
+/// On a cyclic graph (never a [`Mode::Launch`](crate::resolve::Mode) resolution) it stops
+/// short of the blocked tasks.
 pub fn random_order(r: &Resolved<'_>, rng: &mut SplitMix64) -> Vec<TaskId> {
-    let n = r.n_tasks as usize;
-    let mut indeg = vec![0u32; n];
-    let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for t in 0..n as u32 {
-        for d in r.dependencies(t) {
-            succ[d as usize].push(t);
-            indeg[t as usize] += 1;
-        }
-    }
-    let mut ready: Vec<u32> = (0..n as u32).filter(|&t| indeg[t as usize] == 0).collect();
-    let mut order = Vec::with_capacity(n);
-    while !ready.is_empty() {
-        let t = ready.swap_remove(rng.below(ready.len()));
-        order.push(t);
-        for &s in &succ[t as usize] {
-            indeg[s as usize] -= 1;
-            if indeg[s as usize] == 0 {
-                ready.push(s);
-            }
-        }
-    }
-    order
+    let edges = (0..r.n_tasks).flat_map(|t| r.dependencies(t).map(move |d| (d, t)));
+    kahn(r.n_tasks as usize, edges, RandomReady { ready: Vec::new(), rng }).0
 }

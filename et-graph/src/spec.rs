@@ -130,9 +130,9 @@ pub enum Count {
     Inferred,
     /// Given by the user (`count = 4`), checked against the inference.
     Fixed(Affine),
-    /// Set at run time, per element, from a `u32`/`i32` tensor parameter with the
-    /// event's shape (`count = dyn(counts)`).
-    Dynamic {
+    /// Read per element at run time from a `u32`/`i32` tensor parameter with the event's
+    /// shape (`count = dyn(counts)`); each must equal the signals its element receives.
+    PerElement {
         /// Index of the tensor parameter that holds the counts.
         tensor: u16,
     },
@@ -251,13 +251,6 @@ pub struct GraphSpec {
     pub groups: List<GroupSpec>,
     /// Default schedule.
     pub schedule: ScheduleKind,
-}
-
-impl GraphSpec {
-    /// Finds a dim by name.
-    pub fn dim_index(&self, name: &str) -> Option<usize> {
-        self.dims.iter().position(|d| d.name == name)
-    }
 }
 
 /// How a tile op uses one of its parameters: the op's signature says it

@@ -1,0 +1,149 @@
+//! The trigger-count rules: how many signals complete each event element, and where the
+//! declared counts disagree with the signals the graph really sends.
+
+use super::{Mode, ResolveError, Resolved, TaskId};
+use crate::spec::Count;
+
+/// A violated count rule, found at one element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CountProblem {
+    /// The event.
+    pub event: u16,
+    /// The first element found in violation.
+    pub element: u32,
+    /// What is wrong.
+    pub kind: CountProblemKind,
+}
+
+/// What is wrong with an element's count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CountProblemKind {
+    /// Waited on by `consumer`, signalled by no task.
+    NeverSignalled {
+        /// A task that waits on it.
+        consumer: TaskId,
+    },
+    /// An explicit or per-element count disagrees with the signals.
+    Mismatch {
+        /// Signals received per launch.
+        signals: u32,
+        /// The count given.
+        count: i64,
+    },
+    /// Another waited element of the same event receives a different number of signals.
+    NotUniform {
+        /// Signals received by this element.
+        signals: u32,
+        /// The other element.
+        other: u32,
+        /// Signals received by the other element.
+        other_signals: u32,
+    },
+}
+
+impl Resolved<'_> {
+    /// Per-element completion targets: per-element counts as read from their tensor, the
+    /// signals received elsewhere (0 where nothing waits).
+    pub(super) fn targets(&self, consumers: &[Vec<u32>]) -> Result<Vec<u32>, ResolveError> {
+        let mut target = vec![0u32; self.signals.len()];
+        for (e, ev) in self.spec.events.iter().enumerate() {
+            let layout = &self.events[e];
+            let range = layout.offset as usize..(layout.offset + layout.len) as usize;
+            match (&ev.count, self.mode) {
+                (Count::PerElement { tensor }, Mode::Launch) => {
+                    let err = |message: String| ResolveError::Count { event: ev.name.to_string(), message };
+                    let name = &self.spec.tensors[*tensor as usize].name;
+                    let data = self.index_data[*tensor as usize].as_deref().unwrap_or_default();
+                    if data.len() != layout.len as usize {
+                        return Err(err(format!(
+                            "the count tensor `{name}` has {} elements, the event has {}",
+                            data.len(),
+                            layout.len
+                        )));
+                    }
+                    for (&c, el) in data.iter().zip(range) {
+                        target[el] = u32::try_from(c).map_err(|_| {
+                            err(format!("run-time count {c} of {} is invalid", self.describe_element(el as u32)))
+                        })?;
+                    }
+                }
+                _ => {
+                    for el in range.filter(|&el| !consumers[el].is_empty()) {
+                        target[el] = self.signals[el];
+                    }
+                }
+            }
+        }
+        Ok(target)
+    }
+
+    /// The count rules over the resolved sizes: every waited element of an event with an
+    /// inferred or explicit count is signalled, its signal count is uniform over the
+    /// event's waited elements and equals an explicit count; every element of a
+    /// per-element event receives exactly its count (at launch, when the counts are read).
+    pub fn count_problems(&self) -> Vec<CountProblem> {
+        let mut out = Vec::new();
+        for (e, ev) in self.spec.events.iter().enumerate() {
+            let layout = &self.events[e];
+            let elements = layout.offset..layout.offset + layout.len;
+            let fixed = match &ev.count {
+                Count::PerElement { .. } => {
+                    let exact = |el: &u32| {
+                        let (s, t) = (self.signals[*el as usize], self.target[*el as usize]);
+                        (s != t).then_some(CountProblemKind::Mismatch { signals: s, count: t as i64 })
+                    };
+                    if self.mode == Mode::Launch
+                        && let Some((element, kind)) = elements.clone().find_map(|el| Some((el, exact(&el)?)))
+                    {
+                        out.push(CountProblem { event: e as u16, element, kind });
+                    }
+                    continue;
+                }
+                Count::Fixed(a) => Some(a.eval(&[], &self.dims)),
+                Count::Inferred => None,
+            };
+            let mut uniform: Option<(u32, u32)> = None;
+            for el in elements {
+                let Some(&consumer) = self.consumers.row(el as usize).first() else {
+                    continue;
+                };
+                let s = self.signals[el as usize];
+                let kind = match (fixed, uniform) {
+                    _ if s == 0 => Some(CountProblemKind::NeverSignalled { consumer }),
+                    (Some(count), _) if count != s as i64 => Some(CountProblemKind::Mismatch { signals: s, count }),
+                    (_, None) => {
+                        uniform = Some((s, el));
+                        None
+                    }
+                    (_, Some((u, other))) if u != s => {
+                        Some(CountProblemKind::NotUniform { signals: s, other, other_signals: u })
+                    }
+                    _ => None,
+                };
+                if let Some(kind) = kind {
+                    out.push(CountProblem { event: e as u16, element: el, kind });
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// Formats a count problem as the launch-time error.
+    pub fn count_error(&self, p: &CountProblem) -> ResolveError {
+        let name = self.describe_element(p.element);
+        let message = match p.kind {
+            CountProblemKind::NeverSignalled { consumer } => {
+                format!("{name} is waited on by {} but no task signals it", self.describe_task(consumer))
+            }
+            CountProblemKind::Mismatch { signals, count } => {
+                format!("{name} receives {signals} signals but its count is {count}")
+            }
+            CountProblemKind::NotUniform { signals, other, other_signals } => format!(
+                "trigger count is not uniform: {} receives {other_signals} signals, {name} receives {signals}",
+                self.describe_element(other)
+            ),
+        };
+        ResolveError::Count { event: self.spec.events[p.event as usize].name.to_string(), message }
+    }
+}

@@ -1,0 +1,98 @@
+//! Why a graph could not be resolved for the tensors of one launch.
+
+use std::fmt;
+
+/// Why a graph could not be resolved for the given tensors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResolveError {
+    /// A tensor was passed with the wrong number of dimensions.
+    Rank {
+        /// Tensor parameter name.
+        tensor: String,
+        /// Declared rank.
+        expected: usize,
+        /// Rank passed.
+        got: usize,
+    },
+    /// A tensor's extent disagrees with its declaration.
+    Shape {
+        /// Tensor parameter name.
+        tensor: String,
+        /// Dimension of the tensor.
+        dim: usize,
+        /// The declared extent, e.g. `R*32`.
+        declared: String,
+        /// Its value under the resolved dims.
+        expected: Option<i64>,
+        /// The extent passed.
+        got: i64,
+        /// How the dims involved were resolved.
+        because: String,
+    },
+    /// A symbolic dim could not be determined or is outside its declared bound.
+    Dim {
+        /// Dim name.
+        dim: String,
+        /// Explanation.
+        message: String,
+    },
+    /// An event access fell outside the event (data-dependent indices).
+    OutOfBounds {
+        /// Task description, e.g. `partial[1, 2]`.
+        task: String,
+        /// Event name.
+        event: String,
+        /// Explanation.
+        message: String,
+    },
+    /// A waited element is never signalled, or counts disagree.
+    Count {
+        /// Event name.
+        event: String,
+        /// Explanation.
+        message: String,
+    },
+    /// The task graph has a cycle.
+    Cycle {
+        /// Tasks on the cycle, producer before consumer, the first repeated at the end.
+        tasks: Vec<String>,
+    },
+    /// A total does not fit the device's 32-bit task, element and offset indices.
+    TooLarge {
+        /// What overflows, e.g. "the tasks of group `g` (65537 x 65537)".
+        what: String,
+    },
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::Rank { tensor, expected, got } => {
+                write!(f, "tensor `{tensor}` has {got} dimensions, but the megakernel declares {expected}")
+            }
+            ResolveError::Shape { tensor, dim, declared, expected, got, because } => {
+                write!(f, "tensor `{tensor}` dimension {dim} is {got}, but the megakernel declares `{declared}`")?;
+                if let Some(e) = expected {
+                    write!(f, " = {e}")?;
+                }
+                if !because.is_empty() {
+                    write!(f, " ({because})")?;
+                }
+                Ok(())
+            }
+            ResolveError::Dim { dim, message } => write!(f, "dim `{dim}`: {message}"),
+            ResolveError::OutOfBounds { task, event, message } => {
+                write!(f, "task {task}: access to event `{event}` out of bounds: {message}")
+            }
+            ResolveError::Count { event, message } => write!(f, "event `{event}`: {message}"),
+            ResolveError::Cycle { tasks } => {
+                write!(f, "the task graph has a cycle: {}", tasks.join(" -> "))
+            }
+            ResolveError::TooLarge { what } => {
+                write!(f, "{what} exceed the device's 32-bit index range (at most {})", u32::MAX)
+            }
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {}

@@ -1,0 +1,322 @@
+//! Resolving a [`GraphSpec`] against real tensor shapes (and, for data-dependent maps,
+//! tensor contents) into a concrete task graph.
+//!
+//! One job per module: [`dims`] solves the dims, [`layout`] numbers tasks and counters,
+//! this module builds the adjacency ([`Csr`]), [`counts`] checks the trigger counts,
+//! [`order`] orders the tasks, and `error` says what went wrong ([`ResolveError`]).
+
+pub mod counts;
+mod csr;
+pub mod dims;
+mod error;
+pub mod layout;
+pub mod order;
+
+pub use counts::{CountProblem, CountProblemKind};
+pub use csr::Csr;
+pub use dims::{DimStep, dim_plan, resolve_dims};
+pub use error::ResolveError;
+pub use layout::{EventLayout, GroupLayout};
+
+use crate::affine::Affine;
+use crate::spec::{Count, EventAccess, GraphSpec, Index};
+
+/// Index of a task: tasks are numbered group by group, row-major inside each domain.
+pub type TaskId = u32;
+
+/// What a resolution knows besides the tensor shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// At launch: index and count tensors are read, every access is resolved, and a
+    /// violated count rule or a cycle is an error of [`Resolved::new`].
+    Launch,
+    /// At compile time, over sample shapes with no tensor contents: data-dependent
+    /// accesses are left out and per-element counts are not read; the caller inspects
+    /// [`Resolved::count_problems`] and [`Resolved::topological_order`] itself.
+    ShapesOnly,
+}
+
+/// What resolution needs to know about the tensors passed at launch.
+pub trait LaunchTensors {
+    /// The shape of tensor parameter `t`.
+    fn shape(&self, t: u16) -> Vec<i64>;
+    /// The contents of integer tensor parameter `t` (read only for tensors used as
+    /// data-dependent indices or per-element counts), row-major.
+    fn read_integers(&self, t: u16) -> Vec<i64>;
+}
+
+/// A concrete task graph: dims, tasks, event elements and the maps between them.
+#[derive(Clone, Debug)]
+pub struct Resolved<'g> {
+    /// The description this was resolved from.
+    pub spec: &'g GraphSpec,
+    /// What was read to build it.
+    pub mode: Mode,
+    /// Value of every dim.
+    pub dims: Vec<i64>,
+    /// Resolved tensor shapes.
+    pub shapes: Vec<Vec<i64>>,
+    /// Task numbering per group.
+    pub groups: Vec<GroupLayout>,
+    /// Counter layout per event.
+    pub events: Vec<EventLayout>,
+    /// Total tasks.
+    pub n_tasks: u32,
+    /// Total event elements.
+    pub n_elements: u32,
+    /// Signals that complete each element in one launch (0 where nothing waits).
+    pub target: Vec<u32>,
+    /// Signals each element receives in one launch.
+    pub signals: Vec<u32>,
+    /// Task → distinct elements it waits on.
+    pub waits: Csr,
+    /// Element → distinct tasks that wait on it.
+    pub consumers: Csr,
+    /// Element → distinct tasks that signal it.
+    pub producers: Csr,
+    /// One topological order of all tasks (producers before consumers), deterministic.
+    pub order: Vec<TaskId>,
+    /// Snapshot of integer tensors used as indices or counts (by tensor parameter).
+    pub index_data: Vec<Option<Vec<i64>>>,
+}
+
+impl<'g> Resolved<'g> {
+    /// Resolves `spec` for the tensors of one launch ([`Mode::Launch`]).
+    pub fn new(spec: &'g GraphSpec, tensors: &dyn LaunchTensors) -> Result<Self, ResolveError> {
+        let shapes: Vec<Vec<i64>> = (0..spec.tensors.len() as u16).map(|t| tensors.shape(t)).collect();
+        let mut index_data = vec![None; spec.tensors.len()];
+        for t in data_tensors(spec) {
+            index_data[t as usize] = Some(tensors.read_integers(t));
+        }
+        let mut r = Self::build(spec, shapes, index_data, Mode::Launch)?;
+        if let Some(p) = r.count_problems().first() {
+            return Err(r.count_error(p));
+        }
+        r.order = r.topological_order().map_err(|cycle| r.cycle_error(&cycle))?;
+        Ok(r)
+    }
+
+    /// Resolves `spec` for sample shapes at compile time ([`Mode::ShapesOnly`]).
+    pub fn shapes_only(spec: &'g GraphSpec, shapes: Vec<Vec<i64>>) -> Result<Self, ResolveError> {
+        Self::build(spec, shapes, vec![None; spec.tensors.len()], Mode::ShapesOnly)
+    }
+
+    fn build(
+        spec: &'g GraphSpec,
+        shapes: Vec<Vec<i64>>,
+        index_data: Vec<Option<Vec<i64>>>,
+        mode: Mode,
+    ) -> Result<Self, ResolveError> {
+        let dims = resolve_dims(spec, &shapes)?;
+        let groups: Vec<GroupLayout> =
+            layout::place("tasks", spec.groups.iter().map(|g| (&g.name, &*g.domain)), &dims)?
+                .into_iter()
+                .map(|(first, domain, len)| GroupLayout { first, domain, len })
+                .collect();
+        let events: Vec<EventLayout> =
+            layout::place("event elements", spec.events.iter().map(|e| (&e.name, &*e.shape)), &dims)?
+                .into_iter()
+                .map(|(offset, shape, len)| EventLayout { offset, shape, len })
+                .collect();
+        let mut r = Resolved {
+            spec,
+            mode,
+            dims,
+            shapes,
+            n_tasks: groups.last().map_or(0, |g| g.first + g.len),
+            n_elements: events.last().map_or(0, |e| e.offset + e.len),
+            groups,
+            events,
+            target: Vec::new(),
+            signals: Vec::new(),
+            waits: Csr::default(),
+            consumers: Csr::default(),
+            producers: Csr::default(),
+            order: Vec::new(),
+            index_data,
+        };
+        r.build_maps()?;
+        Ok(r)
+    }
+
+    /// The group a task belongs to.
+    pub fn group_of(&self, task: TaskId) -> usize {
+        self.groups.partition_point(|g| g.first + g.len <= task)
+    }
+
+    /// The group of a task and its tile indices within the group.
+    pub fn vars_of(&self, task: TaskId) -> (usize, Vec<i64>) {
+        let g = self.group_of(task);
+        (g, layout::unflatten(task - self.groups[g].first, &self.groups[g].domain))
+    }
+
+    /// A readable name of a task: `group[i, j]`.
+    pub fn describe_task(&self, task: TaskId) -> String {
+        let (g, vars) = self.vars_of(task);
+        let idx: Vec<String> = vars.iter().map(i64::to_string).collect();
+        format!("{}[{}]", self.spec.groups[g].name, idx.join(", "))
+    }
+
+    /// The event and coordinates of a flat element index.
+    pub fn element_coords(&self, element: u32) -> (usize, Vec<i64>) {
+        let e = self.events.partition_point(|l| l.offset + l.len <= element);
+        (e, layout::unflatten(element - self.events[e].offset, &self.events[e].shape))
+    }
+
+    /// A readable name of an element: `done[3]`.
+    pub fn describe_element(&self, element: u32) -> String {
+        let (e, c) = self.element_coords(element);
+        let idx: Vec<String> = c.iter().map(i64::to_string).collect();
+        format!("{}[{}]", self.spec.events[e].name, idx.join(", "))
+    }
+    /// Appends the flat elements that `access` touches for a task with tile indices
+    /// `vars` (ranges expanded, data-dependent coordinates read from the snapshot).
+    pub fn access_elements(&self, access: &EventAccess, vars: &[i64], out: &mut Vec<u32>) -> Result<(), String> {
+        let layout = &self.events[access.event as usize];
+        let mut ranges = Vec::with_capacity(access.index.len());
+        for (d, ix) in access.index.iter().enumerate() {
+            let extent = layout.shape[d];
+            let (lo, hi) = match ix {
+                Index::At(a) => {
+                    let v = a.eval(vars, &self.dims);
+                    (v, v + 1)
+                }
+                Index::Range { start, end } => (start.eval(vars, &self.dims), end.eval(vars, &self.dims)),
+                Index::All => (0, extent),
+                Index::Data { tensor, at } => {
+                    let v = self.read_index(*tensor, at, vars)?;
+                    (v, v + 1)
+                }
+            };
+            if lo < 0 || hi > extent || (lo >= hi && !matches!(ix, Index::Range { .. })) {
+                return Err(format!("coordinate {d} spans {lo}..{hi}, outside 0..{extent}"));
+            }
+            ranges.push((lo, hi));
+        }
+        // row-major walk over the box
+        let mut cur: Vec<i64> = ranges.iter().map(|r| r.0).collect();
+        if ranges.iter().any(|r| r.0 >= r.1) {
+            return Ok(());
+        }
+        loop {
+            let flat = cur.iter().zip(&layout.shape).fold(0i64, |acc, (&c, &s)| acc * s + c);
+            out.push(layout.offset + flat as u32);
+            let mut k = cur.len();
+            loop {
+                if k == 0 {
+                    return Ok(());
+                }
+                k -= 1;
+                cur[k] += 1;
+                if cur[k] < ranges[k].1 {
+                    break;
+                }
+                cur[k] = ranges[k].0;
+            }
+            if cur.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn read_index(&self, tensor: u16, at: &[Affine], vars: &[i64]) -> Result<i64, String> {
+        let shape = &self.shapes[tensor as usize];
+        let data = self.index_data[tensor as usize].as_ref().ok_or("index tensor not read")?;
+        let mut flat = 0i64;
+        for (d, a) in at.iter().enumerate() {
+            let v = a.eval(vars, &self.dims);
+            if v < 0 || v >= shape[d] {
+                return Err(format!(
+                    "index tensor `{}` read at coordinate {d} = {v}, outside 0..{}",
+                    self.spec.tensors[tensor as usize].name, shape[d]
+                ));
+            }
+            flat = flat * shape[d] + v;
+        }
+        Ok(data[flat as usize])
+    }
+
+    fn build_maps(&mut self) -> Result<(), ResolveError> {
+        let n = self.n_elements as usize;
+        let mut signals = vec![0u32; n];
+        let mut producers: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut consumers: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut waits: Vec<Vec<u32>> = Vec::with_capacity(self.n_tasks as usize);
+        let mut buf = Vec::new();
+        let resolved = |acc: &EventAccess| self.mode == Mode::Launch || !acc.is_data_dependent();
+        for task in 0..self.n_tasks {
+            let (g, vars) = self.vars_of(task);
+            let group = &self.spec.groups[g];
+            for acc in group.signals.iter().filter(|a| resolved(a)) {
+                buf.clear();
+                self.access_elements(acc, &vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
+                for &el in &buf {
+                    let s = &mut signals[el as usize];
+                    *s = s.checked_add(1).ok_or_else(|| ResolveError::TooLarge {
+                        what: format!("the signals of {}", self.describe_element(el)),
+                    })?;
+                    let p = &mut producers[el as usize];
+                    if p.last() != Some(&task) {
+                        p.push(task);
+                    }
+                }
+            }
+            let mut mine = Vec::new();
+            for acc in group.waits.iter().filter(|a| resolved(a)) {
+                buf.clear();
+                self.access_elements(acc, &vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
+                mine.extend_from_slice(&buf);
+            }
+            mine.sort_unstable();
+            mine.dedup();
+            for &el in &mine {
+                consumers[el as usize].push(task);
+            }
+            waits.push(mine);
+        }
+        self.signals = signals;
+        self.target = self.targets(&consumers)?;
+        let csr = |rows: &[Vec<u32>], what: &str| {
+            Csr::from_rows(rows).ok_or_else(|| ResolveError::TooLarge { what: format!("the {what} entries") })
+        };
+        self.waits = csr(&waits, "task → waited element")?;
+        self.consumers = csr(&consumers, "element → consumer")?;
+        self.producers = csr(&producers, "element → producer")?;
+        Ok(())
+    }
+
+    fn oob(&self, task: TaskId, acc: &EventAccess, message: String) -> ResolveError {
+        ResolveError::OutOfBounds {
+            task: self.describe_task(task),
+            event: self.spec.events[acc.event as usize].name.to_string(),
+            message,
+        }
+    }
+
+    /// Tasks a task depends on (the producers of the elements it waits on).
+    pub fn dependencies(&self, task: TaskId) -> impl Iterator<Item = TaskId> + '_ {
+        self.waits.row(task as usize).iter().flat_map(|&el| self.producers.row(el as usize).iter().copied())
+    }
+}
+
+/// Tensors whose contents resolution reads: data-dependent indices and per-element counts.
+pub fn data_tensors(spec: &GraphSpec) -> Vec<u16> {
+    let mut out = Vec::new();
+    for e in spec.events.iter() {
+        if let Count::PerElement { tensor } = e.count {
+            out.push(tensor);
+        }
+    }
+    for g in spec.groups.iter() {
+        for acc in g.waits.iter().chain(g.signals.iter()) {
+            for ix in acc.index.iter() {
+                if let Index::Data { tensor, .. } = ix {
+                    out.push(*tensor);
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}

@@ -1,0 +1,242 @@
+//! The rule checker, the sample-size choice and the launch-time checks of `Resolved::new`.
+
+use et_graph::build::*;
+use et_graph::check::{MAX_SAMPLE_TASKS, Severity, check, sample_dims};
+use et_graph::resolve::LaunchTensors;
+use et_graph::{Access, Count, DType, DimKind, DimSpec, GraphSpec, ResolveError, Resolved};
+
+/// Shapes and integer contents of the launch tensors.
+struct Launch(Vec<Vec<i64>>, Vec<Vec<i64>>);
+
+impl LaunchTensors for Launch {
+    fn shape(&self, t: u16) -> Vec<i64> {
+        self.0[t as usize].clone()
+    }
+    fn read_integers(&self, t: u16) -> Vec<i64> {
+        self.1[t as usize].clone()
+    }
+}
+
+fn shapes(s: Vec<Vec<i64>>) -> Launch {
+    let n = s.len();
+    Launch(s, vec![Vec::new(); n])
+}
+
+fn static_dim(name: &'static str, v: i64) -> DimSpec {
+    DimSpec { name: name.into(), kind: DimKind::Static(v) }
+}
+
+/// `p[i]` signals `done[i]`, `t[i]` waits on it: sound at every size.
+fn producer_consumer() -> GraphSpec {
+    graph(
+        "pc",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("done", vec![dim(0)], Count::Inferred)],
+        vec![
+            group("p", &["i"], vec![dim(0)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("t", &["i"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![]),
+        ],
+    )
+}
+
+#[test]
+fn a_sound_graph_has_no_diagnostics() {
+    assert_eq!(check(&producer_consumer()), vec![]);
+}
+
+#[test]
+fn a_bound_witness_is_the_smallest_failing_size() {
+    // t[i] waits on done[i + 1]: out of bounds already at R = 1
+    let mut spec = producer_consumer();
+    spec.groups.to_mut()[1].waits = vec![at(0, vec![point(var(0).add(&lit(1)))])].into();
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert_eq!(d[0].help.as_deref(), Some("it fails for R = 1"), "{d:?}");
+}
+
+#[test]
+fn a_signalled_event_that_nothing_waits_on_is_a_note() {
+    let mut spec = producer_consumer();
+    spec.groups.to_mut()[1].waits = vec![].into();
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].severity, Severity::Note);
+    assert!(d[0].message.contains("event `done` is signalled but never waited on"), "{}", d[0].message);
+}
+
+/// `t[i]` in [2] waits on `e[1 - i]` and signals `e[i]`: t[0] and t[1] wait on each other.
+fn crossed_pair() -> GraphSpec {
+    graph(
+        "crossed",
+        vec![],
+        vec![],
+        vec![event("e", vec![lit(2)], Count::Inferred)],
+        vec![group(
+            "t",
+            &["i"],
+            vec![lit(2)],
+            vec![at(0, vec![point(lit(1).sub(&var(0)))])],
+            vec![at(0, vec![point(var(0))])],
+        )],
+    )
+}
+
+#[test]
+fn a_task_cycle_is_printed_closed_on_its_first_task() {
+    let d = check(&crossed_pair());
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "dependency cycle between tasks: t[0] -> t[1] -> t[0]");
+    let err = Resolved::new(&crossed_pair(), &shapes(vec![])).unwrap_err();
+    assert_eq!(err, ResolveError::Cycle { tasks: vec!["t[0]".into(), "t[1]".into(), "t[0]".into()] });
+}
+
+#[test]
+fn a_group_cycle_is_printed_closed() {
+    let spec = graph(
+        "ring",
+        vec![],
+        vec![],
+        vec![event("x", vec![lit(1)], Count::Inferred), event("y", vec![lit(1)], Count::Inferred)],
+        vec![
+            group("a", &["i"], vec![lit(1)], vec![at(1, vec![point(lit(0))])], vec![at(0, vec![point(lit(0))])]),
+            group("b", &["i"], vec![lit(1)], vec![at(0, vec![point(lit(0))])], vec![at(1, vec![point(lit(0))])]),
+        ],
+    );
+    let d = check(&spec);
+    assert_eq!(d[0].message, "dependency cycle between tile groups: `a` -> `b` -> `a`");
+}
+
+#[test]
+fn totals_past_u32_are_an_error_not_a_wrap() {
+    // [R, R] with R = 65537 is 4295098369 tasks, 131073 more than u32 holds
+    let spec = graph(
+        "square",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![],
+        vec![group("g", &["i", "j"], vec![dim(0), dim(0)], vec![], vec![])],
+    );
+    let err = Resolved::new(&spec, &shapes(vec![vec![65537]])).unwrap_err();
+    assert!(matches!(err, ResolveError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("the tasks of `g` (65537 x 65537)"), "{err}");
+    // two groups that fit alone but not together
+    let mut two = spec.clone();
+    two.groups.to_mut()[0].domain = vec![dim(0), lit(65535)].into();
+    two.groups.to_mut().push(group("h", &["i", "j"], vec![dim(0), lit(65535)], vec![], vec![]));
+    let err = Resolved::new(&two, &shapes(vec![vec![65537]])).unwrap_err();
+    assert!(err.to_string().contains("the tasks in total"), "{err}");
+    // and the event elements
+    let ev = graph(
+        "events",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("e", vec![dim(0), dim(0)], Count::Inferred)],
+        vec![],
+    );
+    let err = Resolved::new(&ev, &shapes(vec![vec![65537]])).unwrap_err();
+    assert!(err.to_string().contains("the event elements of `e`"), "{err}");
+}
+
+/// `p[k]` in [K] signals `e[idx[k]]`; `t[j]` in [E] waits on `e[j]`, counts per element.
+fn routed() -> GraphSpec {
+    graph(
+        "routed",
+        vec![symbolic("K"), symbolic("E")],
+        vec![
+            tensor("idx", DType::I32, vec![dim(0)], Access::Read),
+            tensor("counts", DType::U32, vec![dim(1)], Access::Read),
+        ],
+        vec![event("e", vec![dim(1)], Count::PerElement { tensor: 1 })],
+        vec![
+            group(
+                "p",
+                &["k"],
+                vec![dim(0)],
+                vec![],
+                vec![at(0, vec![et_graph::Index::Data { tensor: 0, at: vec![var(0)].into() }])],
+            ),
+            group("t", &["j"], vec![dim(1)], vec![at(0, vec![point(var(0))])], vec![]),
+        ],
+    )
+}
+
+#[test]
+fn per_element_counts_must_equal_the_signals_received() {
+    let spec = routed();
+    let idx = vec![0, 2, 2, 0, 2];
+    let ok = Launch(vec![vec![5], vec![3]], vec![idx.clone(), vec![2, 0, 3]]);
+    let r = Resolved::new(&spec, &ok).unwrap();
+    assert_eq!(r.target, vec![2, 0, 3]);
+    // e[2] receives 3 signals, the count says 4: an error, not a hang at run time
+    let bad = Launch(vec![vec![5], vec![3]], vec![idx.clone(), vec![2, 0, 4]]);
+    let err = Resolved::new(&spec, &bad).unwrap_err();
+    assert_eq!(err.to_string(), "event `e`: e[2] receives 3 signals but its count is 4");
+    // more signals than the count is as wrong as fewer
+    let over = Launch(vec![vec![5], vec![3]], vec![idx, vec![1, 0, 3]]);
+    let err = Resolved::new(&spec, &over).unwrap_err();
+    assert_eq!(err.to_string(), "event `e`: e[0] receives 2 signals but its count is 1");
+}
+
+#[test]
+fn large_samples_are_shrunk_to_fit() {
+    // p[i, h, k] in [R, H, 8] with H = 4096: R = 16 would be 524288 tasks
+    let spec = graph(
+        "wide",
+        vec![symbolic("R"), static_dim("H", 4096)],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![],
+        vec![group("p", &["i", "h", "k"], vec![dim(0), dim(1), lit(8)], vec![], vec![])],
+    );
+    let samples = sample_dims(&spec).unwrap();
+    let rs: Vec<i64> = samples.iter().map(|d| d[0]).collect();
+    assert_eq!(rs, vec![1, 2, 3, 5, 4]);
+    assert!(samples.iter().all(|d| d[0] * 4096 * 8 <= MAX_SAMPLE_TASKS));
+    let mut bounded = spec.clone();
+    bounded.dims.to_mut()[0].kind = DimKind::Symbolic { max: Some(64) };
+    // the bound's sample, min(64, 16) = 16, is halved to 8, the largest that fits
+    let rs: Vec<i64> = sample_dims(&bounded).unwrap().iter().map(|d| d[0]).collect();
+    assert_eq!(rs, vec![1, 2, 3, 5, 8]);
+}
+
+#[test]
+fn a_graph_too_large_to_sample_is_a_note_not_silence() {
+    // [H, H] with H = 1024 static: even the smallest sample has 1048576 tasks
+    let spec = graph(
+        "huge",
+        vec![symbolic("R"), static_dim("H", 1024)],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("e", vec![dim(1)], Count::Inferred)],
+        vec![
+            group("p", &["i", "j"], vec![dim(1), dim(1)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("t", &["i"], vec![dim(1)], vec![at(0, vec![point(var(0))])], vec![]),
+        ],
+    );
+    assert_eq!(sample_dims(&spec), Err(vec![1, 1024]));
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].severity, Severity::Note);
+    assert!(d[0].message.contains("not checked at compile time (with R = 1)"), "{}", d[0].message);
+    assert!(d[0].message.contains("1049600 tasks"), "{}", d[0].message);
+}
+
+#[test]
+fn a_graph_escaping_the_samples_is_rejected_at_launch() {
+    // p[i] in [16] signals done[i]; t[i] in [R] waits on done[i] of [R + 16]: covered for
+    // every sampled R (at most 5), uncovered from R = 17 on
+    let spec = graph(
+        "escape",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("done", vec![dim(0).add(&lit(16))], Count::Inferred)],
+        vec![
+            group("p", &["i"], vec![lit(16)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("t", &["i"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![]),
+        ],
+    );
+    assert_eq!(check(&spec), vec![]);
+    assert!(Resolved::new(&spec, &shapes(vec![vec![16]])).is_ok());
+    let err = Resolved::new(&spec, &shapes(vec![vec![17]])).unwrap_err();
+    assert_eq!(err.to_string(), "event `done`: done[16] is waited on by t[16] but no task signals it");
+}
