@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the repository root, after ../shared/tools/pack-gpu:
+# Runs on the GPU machine, from the repository root, after scripts/pack-gpu:
 # every test binary (GPU tests included), the splitk example, compute-sanitizer on it,
 # and the benchmarks. Logs go to $OUT (or ./gpu-out).
 set -u
