@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the repository root, after ../shared/tools/pack-gpu:
+# Runs on the GPU machine, from the repository root, after scripts/pack-gpu:
 # every test binary (GPU tests included), the splitk example, compute-sanitizer on it,
 # and the benchmarks. Logs go to $OUT (or ./gpu-out).
 set -u
@@ -9,7 +9,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 export ET_CACHE_DIR=/tmp/et-cache
 status=0
 bash .gpu/run.sh tests > "$out/tests.log" 2>&1 || status=1
-grep -E "^(test result|=== |pack-gpu)|FAILED|panicked" "$out/tests.log" | tail -40
+grep -E "^(test result|=== |run.sh)|FAILED|panicked" "$out/tests.log" | tail -40
 echo "--- splitk example"
 bash .gpu/run.sh exec splitk --m 16 --n 16 --rows 64 2>&1 | tee "$out/splitk.log" || status=1
 echo "--- compute-sanitizer"

@@ -29,6 +29,18 @@ impl Out {
     }
 }
 
+/// GPU benchmarks of et (needs a CUDA GPU).
+#[derive(clap::Parser, Debug)]
+#[command(about)]
+struct Args {
+    /// Also write every figure as a JSON line to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("error: {e}");
@@ -37,9 +49,10 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1));
-    let mut out = Out { json: json.map(std::fs::File::create).transpose()? };
+    use clap::Parser;
+    let args = Args::parse();
+    let json = args.json.map(|p| std::fs::File::create(&p).map_err(|e| format!("--json {}: {e}", p.display())));
+    let mut out = Out { json: json.transpose()? };
     let gpu = Cuda::new(0)?;
     println!("{}", gpu.describe());
 

@@ -5,38 +5,28 @@
 
 use std::time::Instant;
 
+use clap::Parser;
+
 use et_core::prelude::*;
 use et_core::relative_error;
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, row_sum_reference, split_row_sum, splitk_gemm};
 
+/// Split-K GEMM and split row sum as megakernels, checked against sequential references.
+#[derive(Parser, Debug)]
+#[command(version, about)]
 struct Sizes {
-    m: usize,
-    n: usize,
-    rows: usize,
+    /// Output row tiles of the GEMM (32 rows each).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    m: u32,
+    /// Output column tiles of the GEMM (32 columns each).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    n: u32,
+    /// 32-row blocks of the row sum.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    rows: u32,
+    /// Run on the CPU backend even where there is a GPU.
+    #[arg(long)]
     cpu: bool,
-}
-
-fn sizes() -> Result<Sizes, String> {
-    let mut s = Sizes { m: 4, n: 4, rows: 16, cpu: false };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        if flag == "--cpu" {
-            s.cpu = true;
-            continue;
-        }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let v: usize = value.parse().map_err(|_| format!("{flag} takes a positive whole number, not `{value}`"))?;
-        match flag.as_str() {
-            "--m" => s.m = v,
-            "--n" => s.n = v,
-            "--rows" => s.rows = v,
-            other => {
-                return Err(format!("unknown flag {other}; expected --m, --n, --rows (tile counts) or --cpu"));
-            }
-        }
-    }
-    Ok(s)
 }
 
 fn main() {
@@ -47,7 +37,7 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let s = sizes()?;
+    let s = Sizes::parse();
     if s.cpu {
         let cpu = Cpu::new();
         println!("running on the CPU backend ({}), as asked", cpu.describe());
@@ -67,7 +57,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn run_on<B: Backend>(backend: &B, s: &Sizes) -> Result<(), Box<dyn std::error::Error>> {
-    let (m, n, k) = (s.m * TILE, s.n * TILE, SPLITS * K_SLICE);
+    let (m, n, k) = (s.m as usize * TILE, s.n as usize * TILE, SPLITS * K_SLICE);
     let a = Tensor::<bf16>::random(&[m, k], 1);
     let b = Tensor::<bf16>::random(&[k, n], 2);
     let (da, db) = (backend.upload(&a)?, backend.upload(&b)?);
@@ -92,7 +82,7 @@ fn run_on<B: Backend>(backend: &B, s: &Sizes) -> Result<(), Box<dyn std::error::
         return Err(format!("splitk_gemm disagrees with the reference: relative error {err:.3e}").into());
     }
 
-    let rows = s.rows * 32;
+    let rows = s.rows as usize * 32;
     let x = Tensor::<f32>::random(&[rows, 128], 3);
     let dx = backend.upload(&x)?;
     let mut p = backend.upload(&Tensor::<f32>::poisoned(&[rows, 4]))?;
