@@ -1,0 +1,32 @@
+//! Llama 3 for et: everything of the decode megakernel example that does not need the DSL.
+//!
+//! Here:
+//! - [`config`]: model shapes, the presets `tiny`, `llama-3.2-1b`, `llama-3.1-8b`, and
+//!   Hugging Face `config.json` parsing (transformers 4 and 5);
+//! - [`rope`]: Llama 3's scaled RoPE frequencies and the rotate-half rotation;
+//! - [`weights`]: the parameters, stacked per layer (`[L, ..]`) in bf16, random from a
+//!   seed; [`checkpoint`]: loading and saving Hugging Face safetensors directories;
+//! - [`reference`](mod@reference): a sequential CPU reference of one decode step over a [`KvCache`],
+//!   with the bf16 rounding points a GPU implementation has, and greedy generation;
+//!   [`ops`]: its arithmetic;
+//! - [`npy`]: `.npy` output for logits.
+//!
+//! To come: the decode step as one `#[megakernel]` (all layers in one launch, the layer
+//! index in the tile domain), checked token for token against [`Reference`], and the
+//! command-line runner and benchmark.
+
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod kv_cache;
+pub mod npy;
+pub mod ops;
+pub mod reference;
+pub mod rope;
+pub mod weights;
+
+pub use config::{LlamaConfig, RopeScaling};
+pub use error::{Error, Result};
+pub use kv_cache::KvCache;
+pub use reference::{Generation, Reference};
+pub use weights::LlamaWeights;
