@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
-use et_core::graph::resolve::{LaunchTensors, data_tensors, resolve_dims};
 use et_core::graph::ScheduleKind;
+use et_core::graph::resolve::{LaunchTensors, data_tensors, resolve_dims};
 use et_core::{Backend, DType, Element, Error, Kernel, KernelEntry, LaunchOptions, LaunchReport, RawTensor, Tensor};
 
 use crate::abort::Abort;
@@ -262,7 +262,8 @@ impl Backend for Cuda {
         let tensors = DeviceTensors::read(kernel, args)?;
         let probe = StateProbe { spec: &kernel.graph, launch, dims: &dims, data: &tensors.data };
         let (state, _) = states.get_or_try_insert(&probe, || {
-            let state = GraphState::new(&self.stream, &kernel.graph, &tensors, schedule, launch.grid, launch.placement)?;
+            let state =
+                GraphState::new(&self.stream, &kernel.graph, &tensors, schedule, launch.grid, launch.placement)?;
             Ok::<_, Error>((probe.to_key(), state))
         })?;
 
@@ -314,7 +315,7 @@ impl Backend for Cuda {
         }
         if let Some(path) = &options.trace {
             let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
-            crate::trace::write_trace(&state.resolved(), &words, path)?;
+            crate::trace::write_trace(state.resolved(), &words, path)?;
         }
         Ok(LaunchReport {
             backend: self.describe(),
@@ -334,7 +335,7 @@ impl Cuda {
         let read = |state: &GraphState| -> Result<Error, Error> {
             let rec = self.stream.clone_dtoh(&state.error_record).map_err(device_err("reading the abort record"))?;
             let counters = || self.stream.clone_dtoh(&state.counters).map_err(device_err("reading the counters"));
-            Abort::decode(&rec).into_error(&state.resolved(), args, options.watchdog, counters, state.epoch)
+            Abort::decode(&rec).into_error(state.resolved(), args, options.watchdog, counters, state.epoch)
         };
         let error = read(state).unwrap_or_else(|e| e);
         // the counters are part-way through a launch: start a fresh epoch

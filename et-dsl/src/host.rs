@@ -34,7 +34,6 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
             quote_spanned!(param.ty_span=> #n: #r B::Tensor<#ty>)
         })
         .collect();
-    let names: Vec<_> = m.params.iter().map(|param| &param.name).collect();
     let raws = m.params.iter().zip(a.spec.tensors.iter()).map(|(param, t)| {
         let n = &param.name;
         if t.access == Access::Write {
@@ -43,9 +42,15 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
             quote!(#p::BackendTensor::raw(&*#n))
         }
     });
-    let doc_launch = format!(
-        "Runs `{name}` once on `backend` and waits for it; symbolic dims are resolved from the tensors' shapes."
-    );
+    let kernel = kernel_items(&p, graph, cuda_body, &ops, threads, &task_names);
+    let launch_body = quote! {
+        let args = [#(#raws),*];
+        // SAFETY: each view comes from a live tensor of backend `B` borrowed for this
+        // call, written ones from `&mut` borrows (which the borrow checker keeps
+        // unique), and their dtypes are the declared ones.
+        unsafe { backend.launch(&ENTRY, &args, options) }
+    };
+    let launch = launch_items(&p, &name.to_string(), &params, launch_body);
 
     quote! {
         #(#docs)*
@@ -53,39 +58,62 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
         #vis mod #name {
             use super::*;
 
-            /// The megakernel's description: task graph and CUDA source.
-            pub static KERNEL: #p::Kernel = #p::Kernel {
-                graph: #graph,
-                cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads },
-                module_path: ::core::module_path!(),
-                file: ::core::file!(),
-            };
-
-            /// The description with the CPU task functions, as backends launch it.
-            pub static ENTRY: #p::KernelEntry<'static> = #p::KernelEntry {
-                kernel: &KERNEL,
-                cpu_tasks: &[#(#task_names as #p::CpuTaskFn),*],
-            };
+            #kernel
 
             #p::inventory::submit! { #p::KernelRegistration(&ENTRY) }
 
-            #[doc = #doc_launch]
-            pub fn launch<B: #p::Backend>(backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
-                launch_with(backend, &#p::LaunchOptions::default(), #(#names),*)
-            }
-
-            /// As [`launch`], with explicit options (schedule, trace, watchdog, chaos).
-            pub fn launch_with<B: #p::Backend>(backend: &B, options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
-                let args = [#(#raws),*];
-                // SAFETY: each view comes from a live tensor of backend `B` borrowed for this
-                // call, written ones from `&mut` borrows (which the borrow checker keeps
-                // unique), and their dtypes are the declared ones.
-                unsafe { backend.launch(&ENTRY, &args, options) }
-            }
+            #launch
 
             #(#task_fns)*
 
             #(#op_checks)*
+        }
+    }
+}
+
+/// `KERNEL` (the description: graph and CUDA source) and `ENTRY` (it with the CPU task
+/// functions, as backends launch it); shared with the stub emitted beside errors.
+pub(crate) fn kernel_items(
+    p: &TokenStream,
+    graph: TokenStream,
+    cuda_body: TokenStream,
+    ops: &[TokenStream],
+    threads: u32,
+    task_names: &[proc_macro2::Ident],
+) -> TokenStream {
+    quote! {
+        /// The megakernel's description: task graph and CUDA source.
+        pub static KERNEL: #p::Kernel = #p::Kernel {
+            graph: #graph,
+            cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads },
+            module_path: ::core::module_path!(),
+            file: ::core::file!(),
+        };
+
+        /// The description with the CPU task functions, as backends launch it.
+        pub static ENTRY: #p::KernelEntry<'static> = #p::KernelEntry {
+            kernel: &KERNEL,
+            cpu_tasks: &[#(#task_names as #p::CpuTaskFn),*],
+        };
+    }
+}
+
+/// `launch` and `launch_with` over `params` (`name: &B::Tensor<T>` tokens); `body` runs
+/// in `launch_with` with `backend`, `options` and the parameters in scope.
+pub(crate) fn launch_items(p: &TokenStream, name: &str, params: &[TokenStream], body: TokenStream) -> TokenStream {
+    let doc = format!(
+        "Runs `{name}` once on `backend` and waits for it; symbolic dims are resolved from the tensors' shapes."
+    );
+    let names = params.iter().map(|param| param.clone().into_iter().next());
+    quote! {
+        #[doc = #doc]
+        pub fn launch<B: #p::Backend>(backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
+            launch_with(backend, &#p::LaunchOptions::default(), #(#names),*)
+        }
+
+        /// As [`launch`], with explicit options (schedule, trace, watchdog, chaos).
+        pub fn launch_with<B: #p::Backend>(backend: &B, options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
+            #body
         }
     }
 }

@@ -142,7 +142,7 @@ fn not_a_megakernel() {}
         assert_eq!(groups, ["p", "q"]);
         assert!(good.cuda.contains("__launch_bounds__(64, 1)"), "{}", good.cuda);
         // the op call is on line 8 and the signal on line 9 of SOURCE
-        assert!(good.cuda.contains("#line 8 \"src/k.rs\"\n    add("), "{}", good.cuda);
+        assert!(good.cuda.contains("#line 8 \"src/k.rs\"\n    et_op_0::add("), "{}", good.cuda);
         assert!(good.cuda.contains("#line 9 \"src/k.rs\"\n"), "{}", good.cuda);
 
         let bad = found[1].outcome.as_ref().unwrap_err();

@@ -34,26 +34,20 @@ pub fn failed(errors: TokenStream, model: Option<&Megakernel>, args: &Args) -> T
     }
 }
 
-/// A `KERNEL` with the megakernel's name and no groups; it is not registered.
+/// A `KERNEL` (and `ENTRY`) with the megakernel's name and no groups; not registered.
 fn kernel(name: &str, threads: u32, p: &TokenStream) -> TokenStream {
     let empty = quote!(#p::Cow::Borrowed(&[]));
-    quote! {
-        /// Stands in for the megakernel while it does not compile.
-        pub static KERNEL: #p::Kernel = #p::Kernel {
-            graph: #p::GraphSpec {
-                name: #p::Cow::Borrowed(#name),
-                dims: #empty,
-                tensors: #empty,
-                events: #empty,
-                groups: #empty,
-                schedule: #p::ScheduleKind::Static,
-            },
-            cpu_tasks: &[],
-            cuda: #p::CudaSource { body: "", ops: &[], block_threads: #threads },
-            module_path: ::core::module_path!(),
-            file: ::core::file!(),
-        };
-    }
+    let graph = quote! {
+        #p::GraphSpec {
+            name: #p::Cow::Borrowed(#name),
+            dims: #empty,
+            tensors: #empty,
+            events: #empty,
+            groups: #empty,
+            schedule: #p::ScheduleKind::Static,
+        }
+    };
+    crate::host::kernel_items(p, graph, quote!(""), &[], threads, &[])
 }
 
 /// `launch` and `launch_with` over the parameters whose type parsed to a known dtype.
@@ -67,15 +61,5 @@ fn launch_fns(name: &str, params: &[Param], p: &TokenStream) -> TokenStream {
         })
         .collect();
     let never = format!("megakernel `{name}` did not compile");
-    quote! {
-        /// Runs the megakernel (once it compiles).
-        pub fn launch<B: #p::Backend>(backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
-            ::core::unreachable!(#never)
-        }
-
-        /// As [`launch`], with explicit options.
-        pub fn launch_with<B: #p::Backend>(backend: &B, options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
-            ::core::unreachable!(#never)
-        }
-    }
+    crate::host::launch_items(p, name, &params, quote!(::core::unreachable!(#never)))
 }
