@@ -4,9 +4,11 @@
 //! Bounds are *proved* by interval reasoning over the tile domain with symbolic dims
 //! (every admissible size). Coverage, trigger counts, self-waits and task-level cycles
 //! are checked on the exact task graph at a set of sample sizes of the symbolic dims
-//! (and checked again on the real sizes at every launch).
+//! (and checked again on the real sizes at every launch), and so are data races
+//! ([`races_at_sample_sizes`]).
 
 use crate::affine::Affine;
+use crate::race::Race;
 use crate::resolve::{CountProblemKind, Resolved, TaskId};
 use crate::spec::{Access, Count, DimKind, EventAccess, GraphSpec, Index};
 
@@ -502,18 +504,8 @@ pub fn sample_dims(spec: &GraphSpec) -> Vec<Vec<i64>> {
 /// signalled; inferred counts are uniform and explicit counts agree; no task waits on an
 /// element it signals itself; no task-level cycle.
 pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
-    const MAX_TASKS: i64 = 1 << 18;
     for dims in sample_dims(spec) {
-        let shapes: Vec<Vec<i64>> =
-            spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect()).collect();
-        let tasks: i64 =
-            spec.groups.iter().map(|g| g.domain.iter().map(|e| e.eval(&[], &dims).max(0)).product::<i64>()).sum();
-        let elements: i64 =
-            spec.events.iter().map(|e| e.shape.iter().map(|x| x.eval(&[], &dims).max(0)).product::<i64>()).sum();
-        if tasks > MAX_TASKS || elements > MAX_TASKS * 4 {
-            continue;
-        }
-        let Ok(r) = Resolved::for_analysis(spec, shapes) else {
+        let Some(r) = resolve_sample(spec, &dims) else {
             continue;
         };
         let sizes = describe_sizes(spec, &dims);
@@ -567,6 +559,42 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             return;
         }
     }
+}
+
+/// The task graph at sample sizes `dims`, unless it is too large to enumerate.
+fn resolve_sample<'g>(spec: &'g GraphSpec, dims: &[i64]) -> Option<Resolved<'g>> {
+    const MAX_TASKS: i64 = 1 << 18;
+    let shapes: Vec<Vec<i64>> =
+        spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], dims)).collect()).collect();
+    let tasks: i64 =
+        spec.groups.iter().map(|g| g.domain.iter().map(|e| e.eval(&[], dims).max(0)).product::<i64>()).sum();
+    let elements: i64 =
+        spec.events.iter().map(|e| e.shape.iter().map(|x| x.eval(&[], dims).max(0)).product::<i64>()).sum();
+    if tasks > MAX_TASKS || elements > MAX_TASKS * 4 {
+        return None;
+    }
+    Resolved::for_analysis(spec, shapes).ok()
+}
+
+/// Rule checked on the exact task graph at [`sample_dims`]: tasks whose tile boxes
+/// overlap, one writing, are ordered by events ([`crate::race`]). One race per pair of
+/// tile arguments (the first found); not part of [`check`], because whether a tile is
+/// written can depend on what only the caller knows (the macro reads it from each op's
+/// signature, through a constant that rustc evaluates).
+pub fn races_at_sample_sizes(spec: &GraphSpec) -> Vec<Race> {
+    let mut out: Vec<Race> = Vec::new();
+    for dims in sample_dims(spec) {
+        let Some(r) = resolve_sample(spec, &dims) else {
+            continue;
+        };
+        for mut race in crate::race::find(&r) {
+            if !out.iter().any(|o| o.same_accesses(&race)) {
+                race.sizes = describe_sizes(spec, &dims);
+                out.push(race);
+            }
+        }
+    }
+    out
 }
 
 fn describe_sizes(spec: &GraphSpec, dims: &[i64]) -> String {

@@ -118,6 +118,11 @@ pub enum ResolveError {
         /// Tasks on the cycle, described.
         tasks: Vec<String>,
     },
+    /// Two tasks access overlapping tensor boxes, one writing, unordered by events.
+    Race {
+        /// The race, described ([`crate::race::Race`]).
+        message: String,
+    },
 }
 
 impl fmt::Display for ResolveError {
@@ -144,6 +149,7 @@ impl fmt::Display for ResolveError {
             ResolveError::Cycle { tasks } => {
                 write!(f, "the task graph has a cycle: {}", tasks.join(" -> "))
             }
+            ResolveError::Race { message } => f.write_str(message),
         }
     }
 }
@@ -246,6 +252,9 @@ impl<'g> Resolved<'g> {
             return Err(r.count_error(p));
         }
         r.order = r.topological_order()?;
+        if let Some(race) = crate::race::find(&r).first() {
+            return Err(ResolveError::Race { message: race.to_string() });
+        }
         Ok(r)
     }
 
