@@ -55,7 +55,7 @@ pub mod __private {
     pub use crate::tile::{InTensor, OutTensor};
     pub use crate::{bf16, f16};
     pub use et_graph::{
-        Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index,
+        Access, Affine, ArgKind, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index,
         ScheduleKind, TensorSpec, Term, TileAccess,
     };
     pub use inventory;

@@ -42,6 +42,34 @@ macro_rules! tile_op {
         $vis mod $name {
             /// CUDA source of this op's device function.
             pub const CUDA: &str = $cuda;
+            /// What the op does with each parameter.
+            pub const OP: $crate::ops::TileOp = $crate::ops::TileOp { args: $crate::__op_args!(@find $($rest)*) };
         }
     };
+}
+
+/// A tile op's description: how it uses each parameter.
+pub struct TileOp {
+    /// One per parameter, from its type.
+    pub args: &'static [et_graph::ArgKind],
+}
+
+/// The argument kinds of a `tile_op!` function's parameter list: `: TileRef` reads,
+/// `: TileMut` writes, any other type is a scalar.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __op_args {
+    (@find ($($params:tt)*) $($rest:tt)*) => { &$crate::__op_args!(@scan [] $($params)*) };
+    (@find $skip:tt $($rest:tt)*) => { $crate::__op_args!(@find $($rest)*) };
+    (@scan [$($k:expr,)*]) => { [$($k,)*] };
+    (@scan [$($k:expr,)*] : TileRef $($rest:tt)*) => {
+        $crate::__op_args!(@scan [$($k,)* $crate::__private::ArgKind::Read,] $($rest)*)
+    };
+    (@scan [$($k:expr,)*] : TileMut $($rest:tt)*) => {
+        $crate::__op_args!(@scan [$($k,)* $crate::__private::ArgKind::Write,] $($rest)*)
+    };
+    (@scan [$($k:expr,)*] : $ty:tt $($rest:tt)*) => {
+        $crate::__op_args!(@scan [$($k,)* $crate::__private::ArgKind::Scalar,] $($rest)*)
+    };
+    (@scan [$($k:expr,)*] $skip:tt $($rest:tt)*) => { $crate::__op_args!(@scan [$($k,)*] $($rest)*) };
 }
