@@ -27,6 +27,25 @@ pub struct Analyzed {
     pub groups: Vec<LoweredGroup>,
     /// The rule checker's notes, as items that make the compiler warn (see [`note`]).
     pub notes: TokenStream,
+    pub races: Vec<RaceCheck>,
+}
+
+/// Races found at the sample sizes between two op calls, each holding if the ops write
+/// the `&mut` tiles they are given: whether they do is in the ops' signatures, which
+/// only rustc sees, so each becomes a constant that fails to evaluate when it holds.
+pub struct RaceCheck {
+    /// The op call of the later side.
+    pub span: Span,
+    pub cases: Vec<RaceCase>,
+}
+
+/// One racing pair of tile arguments.
+pub struct RaceCase {
+    /// For each side, the op and argument position whose kind says whether it writes;
+    /// `None` for a tile of a `&Tensor`, which is only read.
+    pub first: Option<(Path, usize)>,
+    pub second: Option<(Path, usize)>,
+    pub race: et_graph::race::Race,
 }
 
 /// A tile body, lowered.
@@ -34,6 +53,8 @@ pub struct LoweredGroup {
     pub name: Ident,
     pub vars: Vec<Ident>,
     pub stmts: Vec<LoweredStmt>,
+    /// For each of the group's tiles: the op called, the argument position, the call.
+    pub tile_args: Vec<(Path, usize, Span)>,
 }
 
 /// One statement of a tile body, lowered.
@@ -149,7 +170,32 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
             Severity::Note => notes.extend(note(&d, &spans)),
         }
     }
-    errors.is_empty().then_some(Analyzed { spec, dim_names, groups: lowered, notes })
+    if !errors.is_empty() {
+        return None;
+    }
+    let races = race_checks(&spec, &lowered);
+    Some(Analyzed { spec, dim_names, groups: lowered, notes, races })
+}
+
+/// The races at the sample sizes, one check per pair of op calls.
+fn race_checks(spec: &GraphSpec, groups: &[LoweredGroup]) -> Vec<RaceCheck> {
+    let mut out: Vec<((u16, u16, u16, u16), RaceCheck)> = Vec::new();
+    for race in et_graph::check::races_at_sample_sizes(spec) {
+        let side = |s: &et_graph::race::Side| {
+            let (func, arg, _) = &groups[s.group as usize].tile_args[s.tile as usize];
+            let tensor = spec.groups[s.group as usize].tiles[s.tile as usize].tensor;
+            (spec.tensors[tensor as usize].access == Access::Write).then(|| (func.clone(), *arg))
+        };
+        let (first, second) = (side(&race.first), side(&race.second));
+        let key = (race.first.group, race.first.stmt, race.second.group, race.second.stmt);
+        let span = groups[key.2 as usize].tile_args[race.second.tile as usize].2;
+        let case = RaceCase { first, second, race };
+        match out.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, check)) => check.cases.push(case),
+            None => out.push((key, RaceCheck { span, cases: vec![case] })),
+        }
+    }
+    out.into_iter().map(|(_, c)| c).collect()
 }
 
 /// Lowers every expression; one that fails is reported and stands in as `1`, so that
@@ -344,6 +390,7 @@ fn lower_group(
     let mut waits = Vec::new();
     let mut signals = Vec::new();
     let mut tiles = Vec::new();
+    let mut tile_args = Vec::new();
     let mut stmts = Vec::new();
     let event_names: Vec<String> = m.events.iter().map(|e| e.name.to_string()).collect();
     for stmt in &group.stmts {
@@ -352,9 +399,10 @@ fn lower_group(
                 let is_wait = matches!(stmt, TileStmt::Wait(_));
                 let list = if is_wait { &mut waits } else { &mut signals };
                 let k = list.len();
-                let Some(access) = lower_access(a, &vars, dt, &event_names, params, errors) else {
+                let Some(mut access) = lower_access(a, &vars, dt, &event_names, params, errors) else {
                     continue;
                 };
+                access.stmt = stmts.len() as u16;
                 spans
                     .accesses
                     .insert((g, is_wait, k), (a.tokens.clone(), a.indices.iter().map(IndexExpr::tokens).collect()));
@@ -395,10 +443,17 @@ fn lower_group(
                             spans
                                 .tiles
                                 .insert((g, tiles.len()), (t.tokens.clone(), t.index.iter().map(tokens).collect()));
+                            // a `&mut` tile may be written: the op's signature says, at launch
+                            // exactly (the emitted spec reads it) and at compile time through
+                            // the race checks' constants
+                            let access = if m.params[tensor].mutable { Access::Write } else { Access::Read };
+                            tile_args.push((call.func.clone(), args.len(), call.span));
                             tiles.push(TileAccess {
                                 tensor: tensor as u16,
                                 index: Cow::Owned(index.iter().map(|(_, a)| a.clone()).collect()),
                                 size: Cow::Owned(size.clone()),
+                                access,
+                                stmt: stmts.len() as u16,
                             });
                             args.push(LoweredArg::Tile { tensor, ident: t.tensor.clone(), index, size, span: t.span });
                         }
@@ -428,7 +483,7 @@ fn lower_group(
         tiles: Cow::Owned(tiles),
         cost,
     };
-    (spec, LoweredGroup { name: group.name.clone(), vars: group.vars.clone(), stmts })
+    (spec, LoweredGroup { name: group.name.clone(), vars: group.vars.clone(), stmts, tile_args })
 }
 
 fn scalar(e: &Expr, vars: &[String], dt: &DimTable) -> syn::Result<Scalar> {
@@ -504,5 +559,5 @@ fn lower_access(
             }
         }
     }
-    ok.then_some(EventAccess { event: event as u16, index: Cow::Owned(index) })
+    ok.then_some(EventAccess { event: event as u16, index: Cow::Owned(index), stmt: 0 })
 }

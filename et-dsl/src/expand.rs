@@ -29,7 +29,7 @@ pub fn megakernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// What the front end (attribute, model, rules) made of a megakernel.
 pub(crate) enum Checked {
     /// Every rule holds: ready for code generation.
-    Ok { args: Args, model: Megakernel, analyzed: Analyzed },
+    Ok { args: Args, model: Megakernel, analyzed: Box<Analyzed> },
     /// Every error found, with what parsed (`model` is `None` if the item is no function).
     Failed { args: Args, model: Option<Megakernel>, errors: syn::Error },
 }
@@ -51,7 +51,7 @@ pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
     let parsed_cleanly = errors.count() == before_parse;
     let analyzed = if parsed_cleanly { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
     match analyzed {
-        Some(analyzed) if errors.is_empty() => Checked::Ok { args, model, analyzed },
+        Some(analyzed) if errors.is_empty() => Checked::Ok { args, model, analyzed: Box::new(analyzed) },
         _ => Checked::Failed { args, model: Some(model), errors: errors.into_error() },
     }
 }

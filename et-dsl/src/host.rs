@@ -1,11 +1,11 @@
 //! Host code generation: the megakernel's module with its `KERNEL` static, its
 //! registration, `launch`/`launch_with`, and one CPU task function per tile group.
 
-use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, GraphSpec, Index, ScheduleKind, Term};
+use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, Index, ScheduleKind, Term};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt};
+use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt, RaceCheck};
 use crate::attr::Args;
 use crate::model::Megakernel;
 
@@ -16,7 +16,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let name = &m.name;
     let vis = &m.vis;
     let docs = m.attrs.iter().filter(|a| a.path().is_ident("doc"));
-    let graph = graph_tokens(&a.spec, &p);
+    let graph = graph_tokens(a, &p);
     let task_fns: Vec<TokenStream> = a.groups.iter().map(|lg| task_fn(lg, m, a, &p)).collect();
     let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
@@ -201,8 +201,11 @@ fn arg_tokens(arg: &LoweredArg) -> TokenStream {
     }
 }
 
-/// The `GraphSpec` as a constant expression.
-fn graph_tokens(s: &GraphSpec, p: &TokenStream) -> TokenStream {
+/// The `GraphSpec` as a constant expression: whether an op writes a tile is read from
+/// the op's signature (`<op>::OP.args[k]`), and so are the races found at the sample
+/// sizes, as constants that fail to evaluate (at the later op call) when the op writes.
+fn graph_tokens(a: &Analyzed, p: &TokenStream) -> TokenStream {
+    let s = &a.spec;
     let name = s.name.as_ref();
     let dims = s.dims.iter().map(|d| {
         let n = d.name.as_ref();
@@ -237,17 +240,19 @@ fn graph_tokens(s: &GraphSpec, p: &TokenStream) -> TokenStream {
         };
         quote!(#p::EventSpec { name: #p::Cow::Borrowed(#n), shape: #p::Cow::Borrowed(&[#(#shape),*]), count: #count })
     });
-    let groups = s.groups.iter().map(|g| {
+    let groups = s.groups.iter().zip(&a.groups).map(|(g, lg)| {
         let n = g.name.as_ref();
         let vars = g.vars.iter().map(|v| v.as_ref());
         let domain = g.domain.iter().map(|x| affine_tokens(x, p));
         let waits = g.waits.iter().map(|a| access_tokens(a, p));
         let signals = g.signals.iter().map(|a| access_tokens(a, p));
-        let tiles = g.tiles.iter().map(|t| {
+        let tiles = g.tiles.iter().zip(&lg.tile_args).map(|(t, (func, k, span))| {
             let tensor = t.tensor;
             let index = t.index.iter().map(|x| affine_tokens(x, p));
             let size = t.size.iter();
-            quote!(#p::TileAccess { tensor: #tensor, index: #p::Cow::Borrowed(&[#(#index),*]), size: #p::Cow::Borrowed(&[#(#size),*]) })
+            let stmt = t.stmt;
+            let access = quote_spanned!(*span=> if #func::OP.args[#k].is_write() { #p::Access::Write } else { #p::Access::Read });
+            quote!(#p::TileAccess { tensor: #tensor, index: #p::Cow::Borrowed(&[#(#index),*]), size: #p::Cow::Borrowed(&[#(#size),*]), access: #access, stmt: #stmt })
         });
         let cost = g.cost;
         quote!(#p::GroupSpec {
@@ -264,14 +269,41 @@ fn graph_tokens(s: &GraphSpec, p: &TokenStream) -> TokenStream {
         ScheduleKind::Static => quote!(#p::ScheduleKind::Static),
         ScheduleKind::Dynamic => quote!(#p::ScheduleKind::Dynamic),
     };
-    quote!(#p::GraphSpec {
-        name: #p::Cow::Borrowed(#name),
-        dims: #p::Cow::Borrowed(&[#(#dims),*]),
-        tensors: #p::Cow::Borrowed(&[#(#tensors),*]),
-        events: #p::Cow::Borrowed(&[#(#events),*]),
-        groups: #p::Cow::Borrowed(&[#(#groups),*]),
-        schedule: #schedule,
+    let races = a.races.iter().map(race_tokens);
+    quote!({
+        #(#races)*
+        #p::GraphSpec {
+            name: #p::Cow::Borrowed(#name),
+            dims: #p::Cow::Borrowed(&[#(#dims),*]),
+            tensors: #p::Cow::Borrowed(&[#(#tensors),*]),
+            events: #p::Cow::Borrowed(&[#(#events),*]),
+            groups: #p::Cow::Borrowed(&[#(#groups),*]),
+            schedule: #schedule,
+        }
     })
+}
+
+/// `const _: () = if <first writes> && <second writes> { panic!(..) } else if ..;`, one
+/// branch per direction that races, for each racing pair of tile arguments.
+fn race_tokens(check: &RaceCheck) -> TokenStream {
+    // every token at the op call: rustc reports the failed evaluation where the panic is
+    let span = check.span;
+    let writes = |side: &Option<(syn::Path, usize)>| match side {
+        Some((func, k)) => quote_spanned!(span=> #func::OP.args[#k].is_write()),
+        None => quote_spanned!(span=> false),
+    };
+    let mut branches = Vec::new();
+    for case in &check.cases {
+        let (f, s) = (writes(&case.first), writes(&case.second));
+        for (fw, sw, cond) in [(true, true, quote!(#f && #s)), (true, false, f.clone()), (false, true, s.clone())] {
+            let possible = (!fw || case.first.is_some()) && (!sw || case.second.is_some());
+            if possible {
+                let msg = format!("{}\nhelp: {}", case.race.message(fw, sw), et_graph::race::HELP);
+                branches.push(quote_spanned!(span=> if #cond { ::core::panic!("{}", #msg) }));
+            }
+        }
+    }
+    quote_spanned!(span=> const _: () = #(#branches)else*;)
 }
 
 fn affine_tokens(a: &Affine, p: &TokenStream) -> TokenStream {
@@ -300,5 +332,6 @@ fn access_tokens(a: &EventAccess, p: &TokenStream) -> TokenStream {
             quote!(#p::Index::Data { tensor: #tensor, at: #p::Cow::Borrowed(&[#(#at),*]) })
         }
     });
-    quote!(#p::EventAccess { event: #ev, index: #p::Cow::Borrowed(&[#(#index),*]) })
+    let stmt = a.stmt;
+    quote!(#p::EventAccess { event: #ev, index: #p::Cow::Borrowed(&[#(#index),*]), stmt: #stmt })
 }

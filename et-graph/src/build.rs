@@ -38,9 +38,14 @@ pub fn lit(c: i64) -> Affine {
     Affine::constant(c)
 }
 
-/// An access to `event` at `index`.
+/// An access to `event` at `index` ([`group`] sets its statement position).
 pub fn at(event: u16, index: Vec<Index>) -> EventAccess {
-    EventAccess { event, index: Cow::Owned(index) }
+    EventAccess { event, index: Cow::Owned(index), stmt: 0 }
+}
+
+/// A tile of `tensor` ([`with_tiles`] sets its statement position).
+pub fn tile(tensor: u16, index: Vec<Affine>, size: Vec<i64>, access: Access) -> TileAccess {
+    TileAccess { tensor, index: Cow::Owned(index), size: Cow::Owned(size), access, stmt: 0 }
 }
 
 /// A single-coordinate index.
@@ -63,14 +68,22 @@ pub fn event(name: &'static str, shape: Vec<Affine>, count: Count) -> EventSpec 
     EventSpec { name: name.into(), shape: Cow::Owned(shape), count }
 }
 
-/// A tile group with no tile accesses and cost 1.
+/// A tile group with no tile accesses and cost 1. Its body is the waits in order, then
+/// one op call (see [`with_tiles`]), then the signals.
 pub fn group(
     name: &'static str,
     vars: &[&'static str],
     domain: Vec<Affine>,
-    waits: Vec<EventAccess>,
-    signals: Vec<EventAccess>,
+    mut waits: Vec<EventAccess>,
+    mut signals: Vec<EventAccess>,
 ) -> GroupSpec {
+    let op = waits.len() as u16;
+    for (k, w) in waits.iter_mut().enumerate() {
+        w.stmt = k as u16;
+    }
+    for (k, s) in signals.iter_mut().enumerate() {
+        s.stmt = op + 1 + k as u16;
+    }
     GroupSpec {
         name: name.into(),
         vars: vars.iter().map(|v| Cow::Borrowed(*v)).collect(),
@@ -80,6 +93,16 @@ pub fn group(
         tiles: Cow::Borrowed(&[]),
         cost: 1,
     }
+}
+
+/// `group` with `tiles` as the arguments of its one op call, between its waits and its
+/// signals.
+pub fn with_tiles(mut group: GroupSpec, mut tiles: Vec<TileAccess>) -> GroupSpec {
+    for t in &mut tiles {
+        t.stmt = group.waits.len() as u16;
+    }
+    group.tiles = Cow::Owned(tiles);
+    group
 }
 
 /// A graph with the static schedule.

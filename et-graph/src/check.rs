@@ -4,9 +4,11 @@
 //! Bounds are *proved* by interval reasoning over the tile domain with symbolic dims
 //! (every admissible size). Coverage, trigger counts, self-waits and task-level cycles
 //! are checked on the exact task graph at a set of sample sizes of the symbolic dims
-//! (and checked again on the real sizes at every launch).
+//! (and checked again on the real sizes at every launch), and so are data races
+//! ([`races_at_sample_sizes`]).
 
 use crate::affine::Affine;
+use crate::race::Race;
 use crate::resolve::order::{closed_cycle, kahn};
 use crate::resolve::{CountProblemKind, Resolved, TaskId, dim_plan};
 use crate::spec::{Access, Count, DimKind, EventAccess, GraphSpec, Index, List};
@@ -510,7 +512,7 @@ fn deferred(spec: &GraphSpec, dims: &[i64], why: String) -> Diagnostic {
     note(
         Location::Group(0),
         format!(
-            "coverage, counts, self-waits and task cycles are not checked at compile time{}: {why}",
+            "coverage, counts, self-waits, task cycles and data races are not checked at compile time{}: {why}",
             describe_sizes(spec, dims)
         ),
         "they are checked on the real sizes when the megakernel is launched".into(),
@@ -597,6 +599,30 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             return;
         }
     }
+}
+
+/// Rule checked on the exact task graph at [`sample_dims`]: tasks whose tile boxes
+/// overlap, one writing, are ordered by events ([`crate::race`]). One race per pair of
+/// tile arguments (the first found); not part of [`check`], because whether a tile is
+/// written can depend on what only the caller knows (the macro reads it from each op's
+/// signature, through a constant that rustc evaluates).
+pub fn races_at_sample_sizes(spec: &GraphSpec) -> Vec<Race> {
+    let mut out: Vec<Race> = Vec::new();
+    // a sample that cannot be checked is already a note of check_at_sample_sizes
+    for dims in sample_dims(spec).unwrap_or_default() {
+        let shapes: Vec<Vec<i64>> =
+            spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect()).collect();
+        let Ok(r) = Resolved::shapes_only(spec, shapes) else {
+            continue;
+        };
+        for mut race in crate::race::find(&r) {
+            if !out.iter().any(|o| o.same_accesses(&race)) {
+                race.sizes = describe_sizes(spec, &dims);
+                out.push(race);
+            }
+        }
+    }
+    out
 }
 
 fn describe_sizes(spec: &GraphSpec, dims: &[i64]) -> String {

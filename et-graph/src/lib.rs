@@ -16,6 +16,7 @@
 pub mod affine;
 pub mod build;
 pub mod check;
+pub mod race;
 pub mod resolve;
 pub mod schedule;
 pub mod spec;

@@ -101,12 +101,13 @@ pub struct DimSpec {
     pub kind: DimKind,
 }
 
-/// Whether a tensor parameter is read (`&Tensor`) or written (`&mut Tensor`).
+/// Whether a tensor parameter (`&Tensor` or `&mut Tensor`), or a tile of it used by an
+/// op, is read or written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// `&Tensor<..>`: input.
+    /// `&Tensor<..>` (an input), or a tile an op reads.
     Read,
-    /// `&mut Tensor<..>`: output or scratch.
+    /// `&mut Tensor<..>` (an output or scratch), or a tile an op may write.
     Write,
 }
 
@@ -186,6 +187,9 @@ pub struct EventAccess {
     pub event: u16,
     /// One [`Index`] per event dimension.
     pub index: List<Index>,
+    /// Position of the statement in the tile body (waits, signals and op calls counted
+    /// together): what the race rule orders accesses by.
+    pub stmt: u16,
 }
 
 impl EventAccess {
@@ -205,6 +209,10 @@ pub struct TileAccess {
     pub index: List<Affine>,
     /// Tile extents (constants).
     pub size: List<i64>,
+    /// Whether the op reads or writes the tile (from the op's signature).
+    pub access: Access,
+    /// Position of the op call in the tile body (as [`EventAccess::stmt`]).
+    pub stmt: u16,
 }
 
 /// A tile group: `tile!(name[i, j] in [D0, D1] { .. })`, one task per domain point.
@@ -220,7 +228,7 @@ pub struct GroupSpec {
     pub waits: List<EventAccess>,
     /// `signal!` statements in body order.
     pub signals: List<EventAccess>,
-    /// Tensor tiles touched by the body's ops.
+    /// Tensor tiles touched by the body's ops, in call and argument order.
     pub tiles: List<TileAccess>,
     /// Relative cost of one task, used by cost-aware static placement.
     pub cost: u32,

@@ -57,6 +57,11 @@ pub enum ResolveError {
         /// Tasks on the cycle, producer before consumer, the first repeated at the end.
         tasks: Vec<String>,
     },
+    /// Two tasks access overlapping tensor boxes, one writing, unordered by events.
+    Race {
+        /// The race, described ([`crate::race::Race`]).
+        message: String,
+    },
     /// A total does not fit the device's 32-bit task, element and offset indices.
     TooLarge {
         /// What overflows, e.g. "the tasks of group `g` (65537 x 65537)".
@@ -88,6 +93,7 @@ impl fmt::Display for ResolveError {
             ResolveError::Cycle { tasks } => {
                 write!(f, "the task graph has a cycle: {}", tasks.join(" -> "))
             }
+            ResolveError::Race { message } => f.write_str(message),
             ResolveError::TooLarge { what } => {
                 write!(f, "{what} exceed the device's 32-bit index range (at most {})", u32::MAX)
             }

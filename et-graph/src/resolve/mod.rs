@@ -93,6 +93,9 @@ impl<'g> Resolved<'g> {
             return Err(r.count_error(p));
         }
         r.order = r.topological_order().map_err(|cycle| r.cycle_error(&cycle))?;
+        if let Some(race) = crate::race::find(&r).first() {
+            return Err(ResolveError::Race { message: race.to_string() });
+        }
         Ok(r)
     }
 

@@ -1,7 +1,8 @@
 //! Data-dependent accesses on a `dyn` event (`arrived[topk[t, k]]`), a user-defined tile
-//! op, and the dynamic schedule: each token's two routed copies signal their experts;
-//! expert `e` waits for exactly the tokens the router sent it (`counts[e]`, known only at
-//! run time), then sums them.
+//! op, and the dynamic schedule: each token's two routed copies signal their experts,
+//! each expert's element completing after the tokens the router sent it (`counts[e]`,
+//! known only at run time). Expert `e` sums its tokens; as its tile reads all of `slots`,
+//! it waits for every expert's element (the race rule asks for it), not only its own.
 use et_core::prelude::*;
 
 et_core::tile_op! { cuda = r#"
@@ -50,7 +51,7 @@ pub fn moe_gather(
         signal!(arrived[topk[t, k]]);
     });
     tile!(expert[e] in [E] {
-        wait!(arrived[e]);
+        wait!(arrived[..]);
         expert_sum(topk.tile([0, 0], [16, 2]), slots.tile([0, 0], [32, 8]), y.tile([e, 0], [1, 8]), e);
     });
 }
