@@ -53,7 +53,8 @@ impl std::fmt::Debug for Cuda {
 impl Cuda {
     /// Opens GPU `ordinal`. Errors, never panics, when there is no driver, no GPU, or no
     /// NVRTC, saying which. After a device fault in this process (see
-    /// [`Backend::launch`]), resets the GPU's context so that the new backend works.
+    /// [`Backend::launch`]) the GPU's context is lost until the process ends, and this
+    /// says so.
     ///
     /// With `ET_DUMP_CUDA=dir` set, writes the CUDA source of every megakernel linked
     /// into the program to `dir` first, NVRTC or not (see [`crate::compile::dump_cuda`]).
@@ -68,7 +69,7 @@ impl Cuda {
             return Err(Error::Unavailable(format!("GPU {ordinal} asked for, but only {count} present")));
         }
         crate::compile::dump_registered()?;
-        let ctx = open_context(ordinal).map_err(device_err("creating the CUDA context"))?;
+        let ctx = open_context(ordinal).map_err(|e| Error::Device(format!("creating the CUDA context: {e}")))?;
         let stream = ctx.default_stream();
         let name = ctx.name().map_err(device_err("reading the device name"))?;
         let sms = ctx
@@ -229,8 +230,8 @@ impl Backend for Cuda {
 
     /// Runs `kernel` as one cooperative launch and waits for it. A kernel that a device
     /// fault stops (a tile op that reads out of bounds or traps) returns an error naming
-    /// the megakernel; the CUDA context is then unusable, so this backend refuses further
-    /// launches, and [`Cuda::new`] resets the context for a new backend.
+    /// the megakernel; CUDA keeps the context unusable until the process ends, so this
+    /// backend refuses further launches with the same explanation.
     unsafe fn launch(
         &self,
         entry: &KernelEntry<'_>,
@@ -301,7 +302,7 @@ impl Backend for Cuda {
             let message = format!(
                 "megakernel `{}` faulted on the device ({e:?}): a tile op read or wrote out of bounds, or trapped. \
                  The task cannot be read back after a fault; the CPU backend, whose tile ops check their bounds, names it. \
-                 The CUDA context can run nothing more: drop this backend and its tensors, and open a new `Cuda` (it resets the context)",
+                 CUDA keeps this process's context unusable until the process ends: GPU work needs a new process",
                 kernel.name()
             );
             *fault = Some(message.clone());

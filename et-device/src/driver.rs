@@ -23,22 +23,21 @@ pub(crate) fn nvrtc_present() -> bool {
 }
 
 /// Opens the primary context of GPU `ordinal` for one stream's use. A fault in an earlier
-/// kernel (an illegal address, a trap) leaves the primary context in a sticky error state
-/// for as long as anything in the process retains it: such a context is reset first, so
-/// that a new backend works after a fault. Objects of the faulted backend are dead after
-/// the reset (their drops fail quietly: cudarc records the error in the old context).
-pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, DriverError> {
-    if let Ok(ctx) = CudaContext::new(ordinal)
-        && ctx.synchronize().is_ok()
-    {
-        single_stream(&ctx);
-        return Ok(ctx);
-    }
-    let device = result::device::get(ordinal as i32)?;
-    // SAFETY: `device` is a valid device handle; the reset destroys the faulted context's
-    // allocations, which no live kernel can use (the context can run nothing until reset).
-    unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }.result()?;
-    let ctx = CudaContext::new(ordinal)?;
+/// kernel of this process (an illegal address, a trap) leaves the context in a sticky
+/// error state that the driver clears only when the process ends (measured on the H200
+/// with driver 580: after `cuDevicePrimaryCtxReset` a new context still fails with
+/// `CUDA_ERROR_LAUNCH_FAILED`), so that case is an error that says so. No reset is
+/// attempted: it would destroy the allocations of every other user of the primary context
+/// in the process.
+pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, String> {
+    let unusable = |e: DriverError| {
+        format!(
+            "GPU {ordinal}'s context is unusable ({e:?}), most likely after a device fault earlier in this \
+             process; CUDA clears that only when the process ends: start a new process"
+        )
+    };
+    let ctx = CudaContext::new(ordinal).map_err(unusable)?;
+    ctx.synchronize().map_err(unusable)?;
     single_stream(&ctx);
     Ok(ctx)
 }
