@@ -14,8 +14,7 @@ use et_graph::{Count, GraphSpec, Resolved};
 use crate::error::{Error, Result};
 use crate::raw::RawTensor;
 
-/// The highest rank of a tensor argument and of a tile group's domain.
-pub const MAX_RANK: usize = 4;
+pub use et_graph::MAX_RANK;
 
 /// An event count in `EtArgs::event_target` meaning "read the element's count from
 /// `Runtime::targets`" (events whose count is given per element).

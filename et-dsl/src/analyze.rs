@@ -284,26 +284,25 @@ fn idents(e: &Expr) -> Vec<Ident> {
     }
 }
 
-const DTYPES: [&str; 5] = ["f32", "bf16", "f16", "i32", "u32"];
-
 fn lower_tensors(m: &Megakernel, dt: &DimTable, errors: &mut Errors) -> Vec<TensorSpec> {
     let scope = dt.scope(&[], "a tensor extent");
     m.params
         .iter()
         .map(|p| {
             let dtype = DType::from_rust_name(&p.dtype.to_string()).unwrap_or_else(|| {
-                let mut msg = format!("unknown dtype `{}`: expected one of f32, bf16, f16, i32, u32", p.dtype);
-                if let Some(s) = did_you_mean(&p.dtype.to_string(), DTYPES) {
+                let names = DType::ALL.map(DType::rust_name);
+                let mut msg = format!("unknown dtype `{}`: expected one of {}", p.dtype, names.join(", "));
+                if let Some(s) = did_you_mean(&p.dtype.to_string(), names) {
                     msg.push_str(&format!("\nhelp: did you mean `{s}`?"));
                 }
                 errors.error(p.dtype.span(), msg);
                 DType::F32
             });
             let shape = lower_all(&p.shape, &scope, errors);
-            if shape.is_empty() || shape.len() > 4 {
+            if shape.is_empty() || shape.len() > et_graph::MAX_RANK {
                 errors.error(
                     p.ty_span,
-                    format!("tensor `{}` has rank {}; et supports ranks 1 to 4", p.name, shape.len()),
+                    format!("tensor `{}` has rank {}; et supports ranks 1 to {}", p.name, shape.len(), et_graph::MAX_RANK),
                 );
             }
             TensorSpec {
@@ -384,8 +383,8 @@ fn lower_group(
     }
     let dscope = dt.scope(&[], "a tile domain extent");
     let domain: Vec<Affine> = lower_all(&group.domain, &dscope, errors);
-    if domain.len() > 4 {
-        errors.error(group.name.span(), "a tile domain has at most 4 dimensions");
+    if domain.len() > et_graph::MAX_RANK {
+        errors.error(group.name.span(), format!("a tile domain has at most {} dimensions", et_graph::MAX_RANK));
     }
     let mut waits = Vec::new();
     let mut signals = Vec::new();

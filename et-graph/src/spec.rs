@@ -10,6 +10,10 @@ pub type List<T> = Cow<'static, [T]>;
 /// A name that is `'static` in generated code and owned in the macro.
 pub type Name = Cow<'static, str>;
 
+/// The highest rank of a tensor parameter, a tile and a tile group's domain: the macro
+/// checks it, and the kernel ABI (`et_core::abi`) sizes its arrays by it.
+pub const MAX_RANK: usize = 4;
+
 /// Element type of a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -58,15 +62,11 @@ impl DType {
 
     /// Parses the Rust spelling of a dtype.
     pub fn from_rust_name(name: &str) -> Option<DType> {
-        Some(match name {
-            "f32" => DType::F32,
-            "bf16" => DType::BF16,
-            "f16" => DType::F16,
-            "i32" => DType::I32,
-            "u32" => DType::U32,
-            _ => return None,
-        })
+        DType::ALL.into_iter().find(|d| d.rust_name() == name)
     }
+
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 5] = [DType::F32, DType::BF16, DType::F16, DType::I32, DType::U32];
 
     /// Whether values of this dtype can be used as data-dependent indices.
     pub const fn is_integer(self) -> bool {
