@@ -157,13 +157,16 @@ fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Er
 fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
     for n in [1000usize, 10000] {
         let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
+        // round-robin places consecutive tasks of the chain on consecutive CTAs; one CTA
+        // keeps the whole chain on one SM
         let runs = [
-            (ScheduleKind::Static, Placement::RoundRobin, "static, cross-SM"),
-            (ScheduleKind::Static, Placement::CostAware, "static, same SM"),
-            (ScheduleKind::Dynamic, Placement::RoundRobin, "dynamic ready queue"),
+            (ScheduleKind::Static, None, "static, cross-SM"),
+            (ScheduleKind::Static, Some(1), "static, same SM"),
+            (ScheduleKind::Dynamic, None, "dynamic ready queue"),
         ];
-        for (schedule, placement, what) in runs {
-            let opts = LaunchOptions { schedule: Some(schedule), placement, trace: None, ..Default::default() };
+        for (schedule, workers, what) in runs {
+            let placement = Placement::RoundRobin;
+            let opts = LaunchOptions { schedule: Some(schedule), placement, workers, trace: None, ..Default::default() };
             hop_chain::launch_with(gpu, &opts, &anchor)?; // warm-up (compile, schedule upload)
             let times: Vec<f64> = (0..20)
                 .map(|_| hop_chain::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64()))
