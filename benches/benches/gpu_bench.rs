@@ -166,7 +166,8 @@ fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
         ];
         for (schedule, workers, what) in runs {
             let placement = Placement::RoundRobin;
-            let opts = LaunchOptions { schedule: Some(schedule), placement, workers, trace: None, ..Default::default() };
+            let opts =
+                LaunchOptions { schedule: Some(schedule), placement, workers, trace: None, ..Default::default() };
             hop_chain::launch_with(gpu, &opts, &anchor)?; // warm-up (compile, schedule upload)
             let times: Vec<f64> = (0..20)
                 .map(|_| hop_chain::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64()))

@@ -1,13 +1,16 @@
-//! Loaded kernel modules, cached by the full CUDA source and the CTA size (a backend's
-//! compiler fixes the architecture and the options). Keyed by content, not by the
-//! kernel's address: kernels built at run time may share an address over time. At most
+//! Loaded kernel modules, cached by what their CUDA source is made of and the CTA size (a
+//! backend's compiler fixes the architecture and the options). Keyed by content, not by
+//! the kernel's address: kernels built at run time may share an address over time. The
+//! source itself is not built on a hit (that took 10 us a launch): its parts are compared,
+//! the ones a `'static` kernel shares with the cached key by address first. At most
 //! [`CAPACITY`] modules stay loaded; a new one unloads the least recently used.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
-use et_core::{Error, Kernel};
+use et_core::{Error, Kernel, TileOp};
 
 use crate::cache::Lru;
 use crate::compile::{Compiler, ImageKind};
@@ -24,11 +27,38 @@ pub(crate) struct Loaded {
     pub max_grid: usize,
 }
 
-/// What a module was built from.
-#[derive(PartialEq)]
+/// What a module's source is made of, beside the prelude that every kernel shares: the
+/// generated body, the op of each call, and the sizes of the `EtArgs` declaration.
 pub(crate) struct ModuleKey {
-    source: String,
+    body: Cow<'static, str>,
+    ops: &'static [TileOp],
+    args: [usize; 4],
     block_threads: u32,
+}
+
+impl ModuleKey {
+    fn of(kernel: &Kernel) -> ModuleKey {
+        let g = &kernel.graph;
+        ModuleKey {
+            body: kernel.cuda.body.clone(),
+            ops: kernel.cuda.ops,
+            args: [g.tensors.len(), g.dims.len(), g.events.len(), g.groups.len()],
+            block_threads: kernel.cuda.block_threads,
+        }
+    }
+}
+
+impl PartialEq<Kernel> for ModuleKey {
+    fn eq(&self, k: &Kernel) -> bool {
+        let same_text = |a: &str, b: &str| std::ptr::eq(a, b) || a == b;
+        let same_op = |a: &TileOp, b: &TileOp| same_text(a.path, b.path) && same_text(a.cuda, b.cuda);
+        let g = &k.graph;
+        self.block_threads == k.cuda.block_threads
+            && self.args == [g.tensors.len(), g.dims.len(), g.events.len(), g.groups.len()]
+            && (std::ptr::eq(self.ops, k.cuda.ops)
+                || (self.ops.len() == k.cuda.ops.len() && self.ops.iter().zip(k.cuda.ops).all(|(a, b)| same_op(a, b))))
+            && same_text(&self.body, &k.cuda.body)
+    }
 }
 
 /// The loaded modules of one backend.
@@ -43,9 +73,8 @@ pub(crate) fn load(
     sms: usize,
     kernel: &Kernel,
 ) -> Result<(Arc<Loaded>, bool), Error> {
-    let key = ModuleKey { source: kernel.cuda_source(), block_threads: kernel.cuda.block_threads };
     let mut compiled = false;
-    let (loaded, _) = cache.get_or_try_insert(&key, || {
+    let (loaded, _) = cache.get_or_try_insert(kernel, || {
         let (out, ran) = compiler.compile_kernel(kernel)?;
         compiled = ran;
         let image = match out.kind {
@@ -55,17 +84,37 @@ pub(crate) fn load(
         let module = ctx.load_module(image).map_err(device_err("loading the compiled kernel"))?;
         let function = module.load_function("et_main").map_err(device_err("finding et_main"))?;
         let per_sm = function
-            .occupancy_max_active_blocks_per_multiprocessor(key.block_threads, 0, None)
+            .occupancy_max_active_blocks_per_multiprocessor(kernel.cuda.block_threads, 0, None)
             .map_err(device_err("querying occupancy"))? as usize;
         if per_sm == 0 {
             return Err(Error::Device(format!(
                 "megakernel `{}` cannot fit one CTA of {} threads on an SM",
                 kernel.name(),
-                key.block_threads
+                kernel.cuda.block_threads
             )));
         }
         let loaded = Loaded { _module: module, function, max_grid: per_sm * sms };
-        Ok((ModuleKey { source: key.source.clone(), block_threads: key.block_threads }, Arc::new(loaded)))
+        Ok((ModuleKey::of(kernel), Arc::new(loaded)))
     })?;
     Ok((loaded.clone(), compiled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_equals_its_kernel_and_not_a_kernel_with_other_source() {
+        let kernel = &splitk::split_row_sum::KERNEL;
+        let key = ModuleKey::of(kernel);
+        assert!(key == *kernel);
+        let mut edited = kernel.clone();
+        edited.cuda.body = Cow::Owned(format!("{}// edited\n", kernel.cuda.body));
+        assert!(key != edited, "another body");
+        assert!(ModuleKey::of(&edited) == edited, "an owned body compares by content");
+        let mut wider = kernel.clone();
+        wider.cuda.block_threads *= 2;
+        assert!(key != wider, "another CTA size");
+        assert!(key != splitk::splitk_gemm::KERNEL, "another kernel");
+    }
 }

@@ -302,7 +302,12 @@ fn lower_tensors(m: &Megakernel, dt: &DimTable, errors: &mut Errors) -> Vec<Tens
             if shape.is_empty() || shape.len() > et_graph::MAX_RANK {
                 errors.error(
                     p.ty_span,
-                    format!("tensor `{}` has rank {}; et supports ranks 1 to {}", p.name, shape.len(), et_graph::MAX_RANK),
+                    format!(
+                        "tensor `{}` has rank {}; et supports ranks 1 to {}",
+                        p.name,
+                        shape.len(),
+                        et_graph::MAX_RANK
+                    ),
                 );
             }
             TensorSpec {
