@@ -2,7 +2,8 @@
 //! [`Diagnostic`]'s [`Location`] back to the user's tokens.
 //!
 //! Bounds are *proved* by interval reasoning over the tile domain with symbolic dims
-//! (every admissible size). Coverage, trigger counts, self-waits and task-level cycles
+//! (every admissible size), and so is the progress around a cycle of tile groups
+//! ([`crate::ranking`]). Coverage, trigger counts, self-waits and task-level cycles
 //! are checked on the exact task graph at a set of sample sizes of the symbolic dims
 //! (and checked again on the real sizes at every launch), and so are data races
 //! ([`races_at_sample_sizes`]).
@@ -397,8 +398,11 @@ pub fn check_dims_determined(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
 }
 
 /// Rule: the tile-group dependency graph (signaller → waiter, through events) has no
-/// cycle through two or more groups. A group that waits on elements of an event it also
-/// signals (a chain or wavefront) is checked per task instead.
+/// cycle through two or more groups, unless a tile index strictly advances around it (a
+/// layer loop: `attn[l, ..]` → `mlp[l, ..]` → `attn[l + 1, ..]`), which
+/// [`crate::ranking::prove_progress`] proves for every size, per strongly connected
+/// component. A group that waits on elements of an event it also signals (a chain or
+/// wavefront) is checked per task instead.
 pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     // (producer, consumer, the consumer's wait access, event), first edge per pair
     let mut edges: Vec<(u32, u32, usize, u16)> = Vec::new();
@@ -412,6 +416,18 @@ pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             }
         }
     }
+    // a cycle lies within one component: drop the edges of the proved ones
+    let component = strongly_connected(spec.groups.len(), &edges);
+    let mut proved = vec![false; spec.groups.len()];
+    for root in 0..spec.groups.len() {
+        let members: Vec<usize> = (0..spec.groups.len()).filter(|&g| component[g] == root).collect();
+        if members.len() > 1 && crate::ranking::prove_progress(spec, &members).is_some() {
+            members.iter().for_each(|&g| proved[g] = true);
+        }
+    }
+    edges.retain(|e| {
+        !(proved[e.0 as usize] && proved[e.1 as usize] && component[e.0 as usize] == component[e.1 as usize])
+    });
     let (_, indegree) = kahn(spec.groups.len(), edges.iter().map(|e| (e.0, e.1)), Vec::new());
     if indegree.iter().all(|&d| d == 0) {
         return;
@@ -428,6 +444,32 @@ pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             spec.groups[second as usize].name, spec.events[ev as usize].name, spec.groups[first as usize].name
         ),
     ));
+}
+
+/// The strongly connected component of each node, named by its smallest member:
+/// two nodes share one exactly when each reaches the other.
+fn strongly_connected(n: usize, edges: &[(u32, u32, usize, u16)]) -> Vec<usize> {
+    let mut succ = vec![Vec::new(); n];
+    for e in edges {
+        succ[e.0 as usize].push(e.1 as usize);
+    }
+    let reach: Vec<Vec<bool>> = (0..n)
+        .map(|s| {
+            let mut seen = vec![false; n];
+            let mut stack = vec![s];
+            seen[s] = true;
+            while let Some(a) = stack.pop() {
+                for &b in &succ[a] {
+                    if !seen[b] {
+                        seen[b] = true;
+                        stack.push(b);
+                    }
+                }
+            }
+            seen
+        })
+        .collect();
+    (0..n).map(|a| (0..n).find(|&b| reach[a][b] && reach[b][a]).unwrap_or(a)).collect()
 }
 
 /// Rule (a note): every signalled event is waited on somewhere; signals that nothing

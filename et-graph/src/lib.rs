@@ -17,6 +17,7 @@ pub mod affine;
 pub mod build;
 pub mod check;
 pub mod race;
+pub mod ranking;
 pub mod resolve;
 pub mod schedule;
 pub mod spec;
