@@ -8,7 +8,9 @@ use et_core::prelude::*;
 use et_core::{Error, relative_error};
 use et_device::{Cuda, CudaTensor};
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
-use ui_tests::{chain_dynamic, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split, static_dims_counts};
+use ui_tests::{
+    chain_dynamic, layer_loop, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split, static_dims_counts,
+};
 
 fn gpu() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
@@ -99,6 +101,11 @@ fn ui_programs_on_the_gpu_equal_their_references() {
     }
     for blocks in [1, 9, 300] {
         prefetch_diamond::check(&gpu, blocks, None);
+    }
+    for layers in [1, 4, 32] {
+        for batch in [1, 5, 64] {
+            layer_loop::check(&gpu, layers, batch, None);
+        }
     }
 }
 
