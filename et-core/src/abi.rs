@@ -20,6 +20,52 @@ pub use et_graph::MAX_RANK;
 /// `Runtime::targets`" (events whose count is given per element).
 pub const PER_ELEMENT: u32 = u32::MAX;
 
+/// Bytes of dynamic shared memory a launch gives beyond the arena its ops declare, so
+/// that the kernel can align the arena to 128 bytes (`ET_SMEM_SLACK`).
+pub const SMEM_SLACK: usize = 128;
+
+/// How a queue entry (static queue table, dynamic seeds and ready slots) packs a task's
+/// group above its task id, so that the kernel finds the group in O(1): the group in the
+/// upper `32 - shift` bits, the task id in the lower `shift` (`ET_TASK_SHIFT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskWords {
+    /// Bits of the task id.
+    pub shift: u32,
+}
+
+impl TaskWords {
+    /// The packing for a megakernel of `n_groups` tile groups: as few group bits as hold
+    /// every group index (at least one).
+    pub const fn new(n_groups: usize) -> Self {
+        let bits = usize::BITS - n_groups.saturating_sub(1).leading_zeros();
+        let bits = if bits == 0 { 1 } else { bits };
+        TaskWords { shift: 32 - bits }
+    }
+
+    /// The most tasks a graph may have under this packing.
+    pub const fn max_tasks(&self) -> u64 {
+        1u64 << self.shift
+    }
+
+    /// Checks that `n_tasks` fit beside the group bits (the last entry also stays below
+    /// `u32::MAX`: the dynamic queue stores entries plus one).
+    pub fn check(&self, kernel: &str, n_tasks: u32) -> Result<()> {
+        if n_tasks as u64 > self.max_tasks() - 1 {
+            return Err(Error::Shape(format!(
+                "megakernel `{kernel}` resolves to {n_tasks} tasks; with {} bits for its group index a queue entry holds at most {} task ids",
+                32 - self.shift,
+                self.max_tasks() - 1
+            )));
+        }
+        Ok(())
+    }
+
+    /// The entry of `task` of group `group` (both checked by [`TaskWords::check`]).
+    pub const fn entry(&self, group: usize, task: u32) -> u32 {
+        ((group as u32) << self.shift) | task
+    }
+}
+
 /// One field of a C structure of the ABI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
@@ -135,7 +181,7 @@ impl TensorArg {
 pub fn c_declarations() -> String {
     let mut s = format!(
         "// ---- kernel ABI (generated from et_core::abi; static_asserts keep both sides equal)\n\
-         #define ET_MAX_RANK {MAX_RANK}\n#define ET_PER_ELEMENT 0x{PER_ELEMENT:x}u\n\
+         #define ET_MAX_RANK {MAX_RANK}\n#define ET_PER_ELEMENT 0x{PER_ELEMENT:x}u\n#define ET_SMEM_SLACK {SMEM_SLACK}\n\
          // NVRTC's front end has no __builtin_offsetof; __INTADDR__ is its constant form\n\
          #ifdef __CUDACC_RTC__\n#define ET_OFFSETOF(T, f) __INTADDR__(&(((T*)0)->f))\n\
          #else\n#define ET_OFFSETOF(T, f) __builtin_offsetof(T, f)\n#endif\n\nnamespace et {{\n"
@@ -191,6 +237,8 @@ pub struct ArgsLayout {
     pub fields: [Field; 6],
     /// `sizeof(EtArgs)`.
     pub size: usize,
+    /// How queue entries pack the group (`ET_TASK_SHIFT`).
+    pub tasks: TaskWords,
 }
 
 impl ArgsLayout {
@@ -213,12 +261,13 @@ impl ArgsLayout {
             end = offset + len * size;
             Field { name, c_type, len: Some(len), offset }
         });
-        ArgsLayout { fields, size: end.next_multiple_of(8) }
+        ArgsLayout { fields, size: end.next_multiple_of(8), tasks: TaskWords::new(spec.groups.len()) }
     }
 
     /// `struct EtArgs { .. };` with its `static_assert`s.
     pub fn c_declaration(&self) -> String {
         let mut s = String::from("\n#line 1 \"<et kernel arguments>\"\n");
+        let _ = writeln!(s, "#define ET_TASK_SHIFT {}", self.tasks.shift);
         c_struct(&mut s, "EtArgs", &self.fields, self.size);
         s
     }
@@ -359,6 +408,25 @@ mod tests {
         assert!(decl.contains("    et::TensorArg t[1];") && decl.contains("sizeof(EtArgs) == 120"), "{decl}");
         let too_many = EtArgs { dims: vec![1, 2], ..args };
         assert!(layout.pack(&too_many).unwrap_err().to_string().contains("EtArgs::dims"));
+    }
+
+    #[test]
+    fn task_words_pack_the_group_above_the_task_and_check_the_totals() {
+        assert_eq!(TaskWords::new(0).shift, 31);
+        assert_eq!(TaskWords::new(1).shift, 31);
+        assert_eq!(TaskWords::new(2).shift, 31);
+        assert_eq!(TaskWords::new(3).shift, 30);
+        assert_eq!(TaskWords::new(4).shift, 30);
+        assert_eq!(TaskWords::new(5).shift, 29);
+        assert_eq!(TaskWords::new(64).shift, 26);
+        let w = TaskWords::new(5);
+        let e = w.entry(4, 12345);
+        assert_eq!((e >> w.shift, e & ((1 << w.shift) - 1)), (4, 12345));
+        assert!(w.check("k", (1 << 29) - 1).is_ok());
+        let err = w.check("k", 1 << 29).unwrap_err().to_string();
+        assert!(err.contains("megakernel `k`") && err.contains("3 bits"), "{err}");
+        let layout = ArgsLayout::new(&et_graph::build::graph("k", vec![], vec![], vec![], vec![]));
+        assert!(layout.c_declaration().contains("#define ET_TASK_SHIFT 31\n"));
     }
 
     #[test]

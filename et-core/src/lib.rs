@@ -32,7 +32,7 @@ pub use error::{BlockedWait, Error, Result};
 pub use et_graph::ScheduleKind;
 pub use et_graph::schedule::Placement;
 pub use et_macros::{event, megakernel, signal, tile, wait};
-pub use kernel::{Kernel, KernelRegistration, cuda_prelude, registered_kernels};
+pub use kernel::{DEFAULT_THREADS, Kernel, KernelRegistration, cuda_prelude, registered_kernels};
 pub use op::TileOp;
 pub use raw::RawTensor;
 pub use tensor::{Tensor, relative_error};

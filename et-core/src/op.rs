@@ -26,6 +26,10 @@ pub struct TileOp {
     /// The shape relations the arguments must satisfy, given one extent list per
     /// parameter (empty for scalars): `Err` says which relation fails.
     pub contract: fn(&[&[usize]]) -> Result<(), &'static str>,
+    /// The bytes of shared-memory arena a call with these extents needs (0 when none).
+    pub smem: fn(&[&[usize]]) -> usize,
+    /// Whether the op declares `smem`, and so takes the arena as its last CUDA argument.
+    pub uses_smem: bool,
 }
 
 /// The CUDA of a kernel's ops, `ops[k]` callable as `et_op_<k>::<name>`: each op's text

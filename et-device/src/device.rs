@@ -290,6 +290,7 @@ impl Backend for Cuda {
                 &loaded.function,
                 launch.grid as u32,
                 kernel.cuda.block_threads,
+                loaded.smem_bytes as u32,
                 &self.stream,
                 &rt,
                 &words,

@@ -102,17 +102,19 @@ pub(crate) unsafe fn copy_words_to_host(dst: &mut [u32], src: u64) -> Result<(),
 }
 
 /// Launches `function` cooperatively (every CTA co-resident) with the parameters
-/// `(const et::Runtime, const EtArgs)`.
+/// `(const et::Runtime, const EtArgs)` and `smem` bytes of dynamic shared memory per CTA.
 ///
 /// # Safety
 /// `function` must be a megakernel's `et_main` built from the same ABI as [`Runtime`] and
 /// `args` (the `EtArgs` block); every device address inside them must be a live
 /// allocation of `stream`'s context that stays live until the stream is synchronised;
-/// `grid` CTAs of `block` threads must fit co-resident.
+/// `grid` CTAs of `block` threads and `smem` bytes must fit co-resident, and `smem` must
+/// not exceed the function's `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
 pub(crate) unsafe fn launch_cooperative(
     function: &CudaFunction,
     grid: u32,
     block: u32,
+    smem: u32,
     stream: &CudaStream,
     rt: &Runtime,
     args: &[u8],
@@ -125,7 +127,7 @@ pub(crate) unsafe fn launch_cooperative(
             function.cu_function(),
             (grid, 1, 1),
             (block, 1, 1),
-            0,
+            smem,
             stream.cu_stream(),
             &mut params,
         )

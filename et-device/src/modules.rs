@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 use et_core::{Error, Kernel, TileOp};
@@ -25,13 +26,18 @@ pub(crate) struct Loaded {
     pub function: CudaFunction,
     /// The most CTAs that fit co-resident (the cooperative launch's limit).
     pub max_grid: usize,
+    /// Dynamic shared memory per CTA: the ops' arena and its alignment slack (set as the
+    /// function's maximum, given to every launch).
+    pub smem_bytes: usize,
 }
 
 /// What a module's source is made of, beside the prelude that every kernel shares: the
-/// generated body, the op of each call, and the sizes of the `EtArgs` declaration.
+/// generated body, the op of each call and its arena bytes, and the sizes of the `EtArgs`
+/// declaration.
 pub(crate) struct ModuleKey {
     body: Cow<'static, str>,
     ops: &'static [TileOp],
+    smem: &'static [usize],
     args: [usize; 4],
     block_threads: u32,
 }
@@ -42,6 +48,7 @@ impl ModuleKey {
         ModuleKey {
             body: kernel.cuda.body.clone(),
             ops: kernel.cuda.ops,
+            smem: kernel.cuda.smem,
             args: [g.tensors.len(), g.dims.len(), g.events.len(), g.groups.len()],
             block_threads: kernel.cuda.block_threads,
         }
@@ -54,6 +61,7 @@ impl PartialEq<Kernel> for ModuleKey {
         let same_op = |a: &TileOp, b: &TileOp| same_text(a.path, b.path) && same_text(a.cuda, b.cuda);
         let g = &k.graph;
         self.block_threads == k.cuda.block_threads
+            && self.smem == k.cuda.smem
             && self.args == [g.tensors.len(), g.dims.len(), g.events.len(), g.groups.len()]
             && (std::ptr::eq(self.ops, k.cuda.ops)
                 || (self.ops.len() == k.cuda.ops.len() && self.ops.iter().zip(k.cuda.ops).all(|(a, b)| same_op(a, b))))
@@ -83,20 +91,41 @@ pub(crate) fn load(
         };
         let module = ctx.load_module(image).map_err(device_err("loading the compiled kernel"))?;
         let function = module.load_function("et_main").map_err(device_err("finding et_main"))?;
+        let smem_bytes = arena(ctx, &function, kernel)?;
         let per_sm = function
-            .occupancy_max_active_blocks_per_multiprocessor(kernel.cuda.block_threads, 0, None)
+            .occupancy_max_active_blocks_per_multiprocessor(kernel.cuda.block_threads, smem_bytes, None)
             .map_err(device_err("querying occupancy"))? as usize;
         if per_sm == 0 {
             return Err(Error::Device(format!(
-                "megakernel `{}` cannot fit one CTA of {} threads on an SM",
+                "megakernel `{}` cannot fit one CTA of {} threads with {smem_bytes} bytes of dynamic shared memory on an SM",
                 kernel.name(),
                 kernel.cuda.block_threads
             )));
         }
-        let loaded = Loaded { _module: module, function, max_grid: per_sm * sms };
+        let loaded = Loaded { _module: module, function, max_grid: per_sm * sms, smem_bytes };
         Ok((ModuleKey::of(kernel), Arc::new(loaded)))
     })?;
     Ok((loaded.clone(), compiled))
+}
+
+/// The dynamic shared memory of `kernel`'s CTAs, checked against the device's opt-in
+/// maximum (an error naming the megakernel, the op and the bytes) and set as `function`'s
+/// maximum, which a launch needs for more than 48 KB.
+fn arena(ctx: &Arc<CudaContext>, function: &CudaFunction, kernel: &Kernel) -> Result<usize, Error> {
+    if kernel.arena_bytes() == 0 {
+        return Ok(0);
+    }
+    let limit = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(device_err("reading the shared-memory limit"))? as usize;
+    let static_bytes = function
+        .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        .map_err(device_err("reading the kernel's shared memory"))? as usize;
+    let bytes = kernel.dynamic_smem(static_bytes, limit)?;
+    function
+        .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+        .map_err(device_err("setting the kernel's dynamic shared memory"))?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

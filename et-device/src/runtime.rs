@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
 pub(crate) use et_core::abi::Runtime;
-use et_core::abi::{ArgsLayout, EtArgs};
+use et_core::abi::{ArgsLayout, EtArgs, TaskWords};
 use et_core::graph::resolve::LaunchTensors;
 use et_core::graph::schedule::{DynamicPlan, Placement, StaticSchedule};
 use et_core::graph::{GraphSpec, Resolved, ScheduleKind};
@@ -75,13 +75,17 @@ impl GraphState {
         let spec_ref: &'static GraphSpec = unsafe { &*Arc::as_ptr(&spec) };
         let resolved = Resolved::new(spec_ref, tensors)?;
         let r = &resolved;
+        // queue entries carry the task's group (decoded in O(1) by the kernel)
+        let words = TaskWords::new(r.spec.groups.len());
+        words.check(&r.spec.name, r.n_tasks)?;
+        let entry = |t: u32| words.entry(r.group_of(t), t);
         let (offsets, tasks) = match schedule {
             ScheduleKind::Static => {
                 let s = StaticSchedule::build(r, grid, placement);
                 let mut offsets = vec![0u32];
                 let mut tasks = Vec::with_capacity(r.n_tasks as usize);
                 for q in &s.queues {
-                    tasks.extend_from_slice(q);
+                    tasks.extend(q.iter().map(|&t| entry(t)));
                     offsets.push(tasks.len() as u32);
                 }
                 (offsets, tasks)
@@ -92,7 +96,9 @@ impl GraphState {
         let args = EtArgs::for_graph(r);
         let layout = ArgsLayout::new(r.spec);
         let alloc = device_err("allocating the graph state");
-        let consumers: Vec<u32> = r.consumers.items.iter().flat_map(|&t| [t, plan.pending[t as usize]]).collect();
+        let consumers: Vec<u32> =
+            r.consumers.items.iter().flat_map(|&t| [entry(t), plan.pending[t as usize]]).collect();
+        let seeds: Vec<u32> = plan.seeds.iter().map(|&t| entry(t)).collect();
         Ok(GraphState {
             schedule,
             epoch: 0,
@@ -106,7 +112,7 @@ impl GraphState {
             targets: upload(stream, &r.target)?,
             queue_offsets: upload(stream, &offsets)?,
             queue_tasks: upload(stream, &tasks)?,
-            seeds: upload(stream, &plan.seeds)?,
+            seeds: upload(stream, &seeds)?,
             consumer_offsets: upload(stream, &r.consumers.offsets)?,
             consumers: upload(stream, &consumers)?,
             args,

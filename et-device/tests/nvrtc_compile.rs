@@ -72,3 +72,18 @@ fn a_c_layout_that_differs_from_the_rust_abi_fails_to_compile() {
         assert!(err.contains("differs from et_core::abi"), "{err}");
     }
 }
+
+#[test]
+#[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
+fn the_chain_compiles_for_sm90a_with_bulk_copies_and_mbarriers() {
+    let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_ptx();
+    let (out, _) = compiler.compile_kernel(&ui_tests::gemv_chain::gemv_chain::KERNEL).unwrap_or_else(|e| panic!("{e}"));
+    let ptx = String::from_utf8_lossy(&out.image);
+    assert!(ptx.contains("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"), "no bulk copy");
+    assert!(ptx.contains("mbarrier.try_wait.parity"), "no mbarrier wait");
+    assert!(ptx.contains(".maxntid 512"), "not 512 threads per CTA");
+    assert!(
+        ptx.contains("bar.red.or") || ptx.contains("barrier.red.or"),
+        "the range wait's barrier is not one reduction"
+    );
+}

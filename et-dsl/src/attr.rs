@@ -59,8 +59,10 @@ pub fn parse(attr: TokenStream, errors: &mut Errors) -> Args {
             Err(e) => errors.push(e),
         }
     }
+    // the default CTA size is et_core::DEFAULT_THREADS (why: there): 512 threads keep
+    // enough 16-byte loads in flight per SM for bandwidth-bound ops
     let mut args =
-        Args { schedule: Schedule::Static, dims, threads: 128, krate: syn::parse_quote!(::et_core), debug: false };
+        Args { schedule: Schedule::Static, dims, threads: 512, krate: syn::parse_quote!(::et_core), debug: false };
     let parsed =
         NestedMeta::parse_meta_list(rest).map_err(darling::Error::from).and_then(|m| DarlingArgs::from_list(&m));
     match parsed {

@@ -87,15 +87,17 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
             t.push(&format!(" (void)d_{d};"));
         }
         t.push("\n");
-        for stmt in &lg.stmts {
+        // op statements since the last CTA barrier (statement, call)
+        let mut pending: Vec<(usize, usize)> = Vec::new();
+        for (i, stmt) in lg.stmts.iter().enumerate() {
             match stmt {
                 LoweredStmt::Wait { access, span } => {
+                    pending.clear();
                     t.line(*span);
-                    let acc = &group.waits[*access];
-                    let action = format!("if (!ctx.wait(el, args.event_target[{}])) return;", acc.event);
-                    t.push(&access_loops(spec, acc, &vars, dims, &action));
+                    t.push(&wait_code(spec, &group.waits[*access], &vars, dims));
                 }
                 LoweredStmt::Signal { access, span } => {
+                    pending.clear();
                     t.line(*span);
                     t.push("    __syncthreads();\n");
                     let acc = &group.signals[*access];
@@ -104,9 +106,17 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                 }
                 LoweredStmt::Op { func, args, span } => {
                     t.line(*span);
-                    // `et_op_<k>` is the namespace of the `k`-th call's op (see `Kernel::cuda_source`)
+                    // `et_op_<k>` is the namespace of the `k`-th call's op, `ET_SMEM_ARG_<k>` its
+                    // arena argument if it takes one (see `Kernel::cuda_source`)
                     let name = func.segments.last().map(|s| format!("et_op_{calls}::{}", s.ident)).unwrap_or_default();
+                    let call = calls;
                     calls += 1;
+                    let (barrier, definite) = barrier_before_op(spec, &lg.stmts, &pending, i, call);
+                    if definite {
+                        pending.clear();
+                    }
+                    t.push(&barrier);
+                    pending.push((i, call));
                     let args: Vec<String> = args
                         .iter()
                         .map(|arg| match arg {
@@ -114,10 +124,12 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                                 let ts = &spec.tensors[*tensor];
                                 let idx: Vec<String> = index.iter().map(|(_, x)| c_affine(x, &vars, dims)).collect();
                                 let sz: Vec<String> = size.iter().map(i64::to_string).collect();
+                                // tile extents are constants: they reach the op as `et::Ext<..>`
                                 format!(
-                                    "et::make_tile<{}, {}>(args.t[{tensor}], {{{}}}, {{{}}})",
+                                    "et::make_tile<{}, {}, et::Ext<{}>>(args.t[{tensor}], {{{}}}, {{{}}})",
                                     ts.dtype.cuda_name(),
                                     size.len(),
+                                    sz.join(", "),
                                     idx.join(", "),
                                     sz.join(", ")
                                 )
@@ -126,7 +138,7 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                             LoweredArg::Scalar { value: Scalar::Float(f), .. } => format!("{f}f"),
                         })
                         .collect();
-                    t.push(&format!("    {name}({});\n    __syncthreads();\n", args.join(", ")));
+                    t.push(&format!("    {name}({} ET_SMEM_ARG_{call});\n", args.join(", ")));
                 }
             }
         }
@@ -135,7 +147,7 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
     t.push(&format!(
         "\nextern \"C\" __global__ void __launch_bounds__({threads}, 1)\n\
          et_main(const __grid_constant__ et::Runtime rt, const __grid_constant__ EtArgs args) {{\n    \
-         et::persistent_loop(rt, {ng}, args.group_first, args.group_domain,\n        \
+         et::persistent_loop(rt, {ng}, ET_TASK_SHIFT, args.group_first, args.group_domain,\n        \
          [&](et::Ctx& ctx, int g, const long long (&v)[ET_MAX_RANK]) {{\n        switch (g) {{\n"
     ));
     for g in 0..spec.groups.len() {
@@ -143,6 +155,107 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
     }
     t.push("        default: break;\n        }\n    });\n}\n");
     t.finish()
+}
+
+/// The CTA barrier before op statement `i` (op call `call`), where an earlier op of the
+/// task since the last barrier (`pending`: statement and call indices) needs one. A wait
+/// ends with a barrier, a signal starts with one, and the persistent loop has one after
+/// every task, so only ops between them are considered: a barrier when the two share a
+/// written (`&mut`) tensor or are the same op (its static shared variables), or, as a
+/// constant condition that rustc's evaluation of the ops' `smem` settles, when both use
+/// the shared-memory arena.
+fn barrier_before_op(
+    spec: &et_graph::GraphSpec,
+    stmts: &[LoweredStmt],
+    pending: &[(usize, usize)],
+    i: usize,
+    call: usize,
+) -> (String, bool) {
+    let LoweredStmt::Op { func, args, .. } = &stmts[i] else { return (String::new(), false) };
+    if pending.is_empty() {
+        return (String::new(), false);
+    }
+    let written = |args: &[LoweredArg]| -> Vec<usize> {
+        args.iter()
+            .filter_map(|a| match a {
+                LoweredArg::Tile { tensor, .. } if spec.tensors[*tensor].access == et_graph::Access::Write => {
+                    Some(*tensor)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let name = |f: &syn::Path| f.segments.last().map(|s| s.ident.to_string());
+    let mine = written(args);
+    let conflict = pending.iter().any(|&(j, _)| match &stmts[j] {
+        LoweredStmt::Op { func: f, args: a, .. } => {
+            name(f) == name(func) || written(a).iter().any(|t| mine.contains(t))
+        }
+        _ => false,
+    });
+    if conflict {
+        return ("    __syncthreads();\n".to_string(), true);
+    }
+    let earlier: Vec<String> = pending.iter().map(|&(_, k)| format!("ET_SMEM_BYTES_{k} != 0u")).collect();
+    (format!("    if (ET_SMEM_BYTES_{call} != 0u && ({})) __syncthreads();\n", earlier.join(" || ")), false)
+}
+
+/// A wait statement: the CTA's threads poll the elements in parallel (thread `k` the
+/// elements `k`, `k + blockDim.x`, .. of the access in row-major order), then one CTA
+/// barrier (`Ctx::wait_done`) joins them; the task returns if the kernel aborts.
+fn wait_code(spec: &et_graph::GraphSpec, acc: &et_graph::EventAccess, vars: &[String], dims: &[String]) -> String {
+    let ev = &spec.events[acc.event as usize];
+    // (coordinate expression, or a range: start and length)
+    let mut ranges: Vec<(usize, String, String)> = Vec::new();
+    let mut coords: Vec<String> = Vec::new();
+    for (d, ix) in acc.index.iter().enumerate() {
+        let extent = c_affine(&ev.shape[d], &[], dims);
+        match ix {
+            Index::At(x) => coords.push(c_affine(x, vars, dims)),
+            Index::Range { start, end } => {
+                let (s, e) = (c_affine(start, vars, dims), c_affine(end, vars, dims));
+                ranges.push((d, s.clone(), format!("({e} - {s})")));
+                coords.push(format!("c{d}"));
+            }
+            Index::All => {
+                ranges.push((d, "0LL".into(), extent));
+                coords.push(format!("c{d}"));
+            }
+            Index::Data { tensor, at } => {
+                let at: Vec<String> = at.iter().map(|x| c_affine(x, vars, dims)).collect();
+                let unsigned = spec.tensors[*tensor as usize].dtype == et_graph::DType::U32;
+                coords.push(format!(
+                    "et::load_index<{}>(ctx, args.t[{tensor}], {{{}}}, {unsigned}, {extent}, {tensor})",
+                    at.len(),
+                    at.join(", ")
+                ));
+            }
+        }
+    }
+    let mut s = String::from("    {\n        bool et_ok = true;\n");
+    let mut total = String::from("1LL");
+    for (d, _, len) in &ranges {
+        s.push_str(&format!("        const long long n{d} = {len};\n"));
+        total = format!("{total} * n{d}");
+    }
+    s.push_str(&format!(
+        "        for (long long k = threadIdx.x; k < {total}; k += blockDim.x) {{\n            long long r = k; (void)r;\n"
+    ));
+    // the last range dimension varies fastest
+    for (d, start, _) in ranges.iter().rev() {
+        s.push_str(&format!("            const long long c{d} = {start} + r % n{d}; r /= n{d};\n"));
+    }
+    let mut flat = String::from("0LL");
+    for (d, c) in coords.iter().enumerate() {
+        flat = format!("({flat}) * {} + {c}", c_affine(&ev.shape[d], &[], dims));
+    }
+    s.push_str(&format!(
+        "            const long long el = args.event_offset[{}] + {flat};\n            \
+         if (!ctx.poll(el, args.event_target[{}])) {{ et_ok = false; break; }}\n        }}\n        \
+         if (!ctx.wait_done(et_ok)) return;\n    }}\n",
+        acc.event, acc.event
+    ));
+    s
 }
 
 /// Nested loops over the elements an access touches, running `action` with `el` set to

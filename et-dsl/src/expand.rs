@@ -152,7 +152,9 @@ mod tests {
         };
         let out = expand(quote!(), item);
         assert!(out.contains("line ! ()"), "{out}");
-        assert!(out.contains("for (long long c0 = 0; c0 <"), "{out}");
-        assert!(out.contains("et::make_tile<float, 1>"), "{out}");
+        // the range wait polls its elements across the CTA's threads, then one barrier
+        assert!(out.contains("for (long long k = threadIdx.x; k < 1LL * n0; k += blockDim.x)"), "{out}");
+        assert!(out.contains("ctx.wait_done(et_ok)"), "{out}");
+        assert!(out.contains("et::make_tile<float, 1, et::Ext<8>>"), "{out}");
     }
 }

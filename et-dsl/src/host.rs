@@ -20,7 +20,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let task_fns: Vec<TokenStream> = a.groups.iter().map(|lg| task_fn(lg, m, a, &p)).collect();
     let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
-    let (ops, op_checks) = op_calls(a, &p);
+    let (ops, op_checks, smem) = op_calls(a, &p);
     let threads = args.threads;
 
     let params: Vec<TokenStream> = m
@@ -42,7 +42,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
             quote!(#p::BackendTensor::raw(&*#n))
         }
     });
-    let kernel = kernel_items(&p, graph, cuda_body, &ops, threads, &task_names);
+    let kernel = kernel_items(&p, graph, cuda_body, &ops, &smem, threads, &task_names);
     let launch_body = quote! {
         let args = [#(#raws),*];
         // SAFETY: each view comes from a live tensor of backend `B` borrowed for this
@@ -78,6 +78,7 @@ pub(crate) fn kernel_items(
     graph: TokenStream,
     cuda_body: TokenStream,
     ops: &[TokenStream],
+    smem: &[TokenStream],
     threads: u32,
     task_names: &[proc_macro2::Ident],
 ) -> TokenStream {
@@ -85,7 +86,7 @@ pub(crate) fn kernel_items(
         /// The megakernel's description: task graph and CUDA source.
         pub static KERNEL: #p::Kernel = #p::Kernel {
             graph: #graph,
-            cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads },
+            cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads, smem: &[#(#smem),*] },
             module_path: ::core::module_path!(),
             file: ::core::file!(),
         };
@@ -124,9 +125,10 @@ pub(crate) fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
     quote!(#p::#ty)
 }
 
-/// For each op call, in order: its `TileOp` (the `k`-th is `et_op_<k>` in the CUDA), and a
-/// compile-time check, spanned at the call, of its name and its contract on the extents.
-fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>) {
+/// For each op call, in order: its `TileOp` (the `k`-th is `et_op_<k>` in the CUDA), a
+/// compile-time check, spanned at the call, of its name and its contract on the extents,
+/// and the arena bytes it needs (a constant expression).
+fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>, Vec<TokenStream>) {
     let calls = a.groups.iter().flat_map(|g| &g.stmts).filter_map(|s| match s {
         LoweredStmt::Op { func, args, span } => Some((func, args, *span)),
         _ => None,
@@ -142,14 +144,20 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
                 })
                 .collect();
             let text = extents.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
-            let ext = extents.iter().map(|e| quote!(&[#(#e),*]));
+            let ext: Vec<TokenStream> = extents.iter().map(|e| quote!(&[#(#e),*])).collect();
+            let smem = quote_spanned!(span=> #func::smem(&[#(#ext),*]));
             let check = quote_spanned!(span=> const _: () = if let ::core::option::Option::Some(m) =
                 #p::call_error(&#func::OP, #called_as, #text, #func::contract(&[#(#ext),*])) {
                 ::core::panic!("{}", m.as_str())
             };);
-            (quote_spanned!(span=> #func::OP), check)
+            (quote_spanned!(span=> #func::OP), check, smem)
         })
-        .unzip()
+        .fold((Vec::new(), Vec::new(), Vec::new()), |(mut o, mut c, mut s), (op, check, smem)| {
+            o.push(op);
+            c.push(check);
+            s.push(smem);
+            (o, c, s)
+        })
 }
 
 fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {

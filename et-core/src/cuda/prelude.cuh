@@ -62,11 +62,35 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 // ---------------------------------------------------------------- tensors and tiles
+// Tile extents known at compile time: `Ext<e0, e1, ..>`, one int per dimension, -1 where
+// the extent is known only at run time. `DynExt<R>` knows none.
+template <int... N> struct Ext {
+    static constexpr int rank = sizeof...(N);
+    template <int D> static constexpr int get() {
+        constexpr int v[] = {N...};
+        return v[D];
+    }
+};
+template <int R> struct DynExt {
+    static constexpr int rank = R;
+    template <int D> static constexpr int get() { return -1; }
+};
+
+template <class T, int R, class E = DynExt<R>> struct Tile;
+
+// A tile with run-time extents: the form every op can take. A tile with compile-time
+// extents (below) derives from it, so it converts to it, and a template op written
+// against `Tile<T, R>` deduces `T` and `R` from one (through the base class).
 template <class T, int R>
-struct Tile {
+struct Tile<T, R, DynExt<R>> {
     T* ptr;
     int shape[R];
     long long stride[R];
+
+    // The extent of dimension D (here known at run time only).
+    template <int D> __device__ __forceinline__ int extent() const { return shape[D]; }
+    // The compile-time extent of dimension D, -1 when it is known at run time only.
+    template <int D> static constexpr int static_extent() { return -1; }
 
     __device__ __forceinline__ int numel() const {
         int n = 1;
@@ -88,9 +112,20 @@ struct Tile {
     }
 };
 
-template <class T, int R>
-__device__ __forceinline__ Tile<T, R> make_tile(const TensorArg& t, const long long (&index)[R], const int (&size)[R]) {
-    Tile<T, R> tile;
+// A tile whose extents `E` (an `Ext<..>`) are partly or wholly known at compile time, so
+// that an op can unroll and vectorise on them; `shape` still holds every extent.
+template <class T, int R, class E>
+struct Tile : Tile<T, R, DynExt<R>> {
+    static_assert(E::rank == R, "et::Tile: the Ext<..> must give one extent per dimension");
+    template <int D> __device__ __forceinline__ int extent() const {
+        return E::template get<D>() >= 0 ? E::template get<D>() : this->shape[D];
+    }
+    template <int D> static constexpr int static_extent() { return E::template get<D>(); }
+};
+
+template <class T, int R, class E = DynExt<R>>
+__device__ __forceinline__ Tile<T, R, E> make_tile(const TensorArg& t, const long long (&index)[R], const int (&size)[R]) {
+    Tile<T, R, E> tile;
     long long off = 0;
     for (int d = 0; d < R; ++d) {
         off += index[d] * (long long)size[d] * t.stride[d];
@@ -100,6 +135,96 @@ __device__ __forceinline__ Tile<T, R> make_tile(const TensorArg& t, const long l
     tile.ptr = reinterpret_cast<T*>(t.ptr) + off;
     return tile;
 }
+
+// ---------------------------------------------------------------- asynchronous copies
+// Building blocks for ops that stream a tile into the shared-memory arena before a task's
+// wait and consume it after (Hopper, sm_90+): an mbarrier counts the bytes of 1-D bulk
+// copies (cp.async.bulk, the TMA engine's linear form) and releases the threads that wait
+// on it. Inline PTX only: no CUDA headers.
+
+// The shared-window address of a pointer into shared memory.
+__device__ __forceinline__ unsigned int smem_addr(const void* p) {
+    unsigned long long a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (unsigned int)a;
+}
+
+// Initialises the mbarrier at `bar` (8 bytes, 8-aligned, in shared memory) for `count`
+// arriving threads; one thread calls it, and a CTA barrier must follow before another
+// thread uses it (the fence makes the init visible to the async proxy).
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// The calling thread arrives at `bar` and announces `bytes` more bytes of transactions.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+// The calling thread arrives at `bar` (no transaction bytes).
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Invalidates `bar` so that its memory can be used otherwise (or initialised again);
+// call it once every thread is past its wait (after a CTA barrier).
+__device__ __forceinline__ void mbar_inval(unsigned long long* bar) {
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// Whether phase `parity` of `bar` has completed (one bounded hardware wait).
+__device__ __forceinline__ bool mbar_try_wait(unsigned long long* bar, unsigned int parity) {
+    unsigned int done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+// Waits until phase `parity` of `bar` completes (every thread that reads the data calls
+// it). Phases alternate 0, 1, 0, ..: the n-th use of a barrier waits on parity n % 2.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned int parity) {
+    while (!mbar_try_wait(bar, parity)) {
+    }
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory to
+// shared memory with the bulk-copy engine; completion is counted on `bar`, which must
+// expect them (`mbar_arrive_expect_tx`). Issued by one thread.
+__device__ __forceinline__ void bulk_load(void* dst_smem, const void* src_global, unsigned int bytes,
+                                          unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst_smem)),
+                 "l"(src_global), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+// Orders this thread's earlier generic-proxy accesses to shared memory before later
+// async-proxy ones (bulk copies into a buffer the CTA read or wrote before).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// 16 bytes from global memory through the read-only (non-coherent) path: for data no task
+// of this launch writes (weights). `_na` does not allocate in L1 (streamed once).
+struct u32x4 { unsigned int x, y, z, w; };
+__device__ __forceinline__ u32x4 ld_nc_v4(const void* p) {
+    u32x4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ u32x4 ld_nc_na_v4(const void* p) {
+    u32x4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+// The two bf16 halves of a word, as floats (low half first in memory).
+__device__ __forceinline__ float bf16_lo(unsigned int w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(unsigned int w) { return __uint_as_float(w & 0xffff0000u); }
 
 // Reads an integer (i32 or u32 by `is_unsigned`) at a position of index tensor `tensor`
 // and checks it against `bound`, the extent of the event dimension it indexes: the host
@@ -168,9 +293,23 @@ struct Ctx {
     const unsigned int* group_first;  // n_groups + 1 (parameter space)
     const unsigned int* group_domain; // n_groups * ET_MAX_RANK (parameter space)
     unsigned int upcoming;            // thread 0, static: the next queue entry, loaded one task ahead
+    int task_shift;                   // a queue entry is `group << task_shift | task`
+    unsigned char* arena;             // the dynamic shared-memory arena, 128-byte aligned
 
-    __device__ Ctx(const Runtime& r, int* abort_smem, int groups, const unsigned int* first, const unsigned int* domain)
-        : rt(r), task(0), s_abort(abort_smem), n_groups(groups), group_first(first), group_domain(domain), upcoming(0) {}
+    __device__ Ctx(const Runtime& r, int* abort_smem, int groups, int shift, const unsigned int* first,
+                   const unsigned int* domain, unsigned char* smem)
+        : rt(r), task(0), s_abort(abort_smem), n_groups(groups), group_first(first), group_domain(domain), upcoming(0),
+          task_shift(shift), arena(smem) {}
+
+    // The CTA's shared-memory arena (128-byte aligned): as many bytes as the largest
+    // `smem` an op call of this megakernel declares. Ops that declare `smem` get it as
+    // their last argument; its contents do not survive from one task to the next.
+    __device__ __forceinline__ unsigned char* smem() const { return arena; }
+
+    // The task id of a queue entry.
+    __device__ __forceinline__ unsigned int task_of(unsigned int entry) const {
+        return entry & ((1u << task_shift) - 1u);
+    }
 
     __device__ __forceinline__ unsigned int target_of(unsigned int e, unsigned int count) const {
         return count == ET_PER_ELEMENT ? rt.targets[e] : count;
@@ -218,16 +357,28 @@ struct Ctx {
         }
     }
 
-    // Waits for one element whose count is `count` (ET_PER_ELEMENT: per element); every
-    // thread of the CTA calls it. False when the kernel is aborting (the task returns).
+    // Waits for one element whose count is `count` (ET_PER_ELEMENT: per element), by the
+    // calling thread alone; false when the kernel is aborting. A wait statement polls its
+    // elements spread over the CTA's threads, then ends with one `wait_done`.
+    __device__ __forceinline__ bool poll(long long element, unsigned int count) {
+        const unsigned int e = (unsigned int)element;
+        const unsigned int target = target_of(e, count);
+        return spin_until(rt.counters + e, rt.epoch * target, e, target);
+    }
+
+    // The one CTA barrier of a wait statement: every thread calls it with whether its
+    // polls all succeeded; true when every thread's did (else the task returns, and the
+    // persistent loop stops the CTA). The barrier also makes what the producers wrote,
+    // acquired by the polling threads, visible to the whole CTA.
+    __device__ __forceinline__ bool wait_done(bool ok) {
+        const int failed = __syncthreads_or(ok ? 0 : 1);
+        if (failed && threadIdx.x == 0) *s_abort = 1;
+        return failed == 0;
+    }
+
+    // Waits for one element; every thread of the CTA calls it.
     __device__ bool wait(long long element, unsigned int count) {
-        if (threadIdx.x == 0) {
-            const unsigned int e = (unsigned int)element;
-            const unsigned int target = target_of(e, count);
-            *s_abort = spin_until(rt.counters + e, rt.epoch * target, e, target) ? 0 : 1;
-        }
-        __syncthreads();
-        return *s_abort == 0;
+        return wait_done(threadIdx.x == 0 ? poll(element, count) : true);
     }
 
     // Signals one element; call after a CTA barrier that follows the task's writes.
@@ -251,7 +402,8 @@ struct Ctx {
         const unsigned int begin = __ldg(rt.consumer_offsets + e), end = __ldg(rt.consumer_offsets + e + 1);
         for (unsigned int k = begin; k < end; ++k) {
             const uint2 c = __ldg(rt.consumers + k);
-            if (c.y == 1u || atom_acq_rel_add(pending_done + c.x, 1u) + 1u == c.y) {
+            // c.x is a queue entry (group and task), pending_done is indexed by task
+            if (c.y == 1u || atom_acq_rel_add(pending_done + task_of(c.x), 1u) + 1u == c.y) {
                 const unsigned int slot = atomicAdd(rt.dyn_state + 1, 1u);
                 st_release(ready + slot, c.x + 1u);
             }
@@ -322,18 +474,19 @@ struct Ctx {
         }
         __syncthreads();
         out = s_task;
-        task = s_task;
+        task = task_of(s_task);
         const int more = s_more;
         __syncthreads();
         return more != 0;
     }
 
-    // Decodes a task id into its group and tile indices (row-major in the domain), in
-    // 32-bit arithmetic (64-bit division is emulated and slow).
-    __device__ int decode(unsigned int t, long long (&v)[ET_MAX_RANK]) const {
-        int g = 0;
-        while (g + 1 < n_groups && t >= group_first[g + 1]) ++g;
-        unsigned int rest = t - group_first[g];
+    // Decodes a queue entry into its group and tile indices (row-major in the domain), in
+    // 32-bit arithmetic (64-bit division is emulated and slow). The group is packed in the
+    // entry's upper bits by the host (et_core::abi::TaskWords), so this is O(1) in the
+    // number of groups.
+    __device__ int decode(unsigned int entry, long long (&v)[ET_MAX_RANK]) const {
+        const int g = (int)(entry >> task_shift);
+        unsigned int rest = task_of(entry) - group_first[g];
         for (int d = ET_MAX_RANK - 1; d >= 0; --d) {
             const unsigned int ext = group_domain[g * ET_MAX_RANK + d];
             if (ext == 1u) { v[d] = 0; continue; }
@@ -356,13 +509,18 @@ struct Ctx {
 
 // The persistent loop of a megakernel: every CTA takes tasks until none is left and runs
 // each through `dispatch(ctx, group, indices)` (the generated switch over tile groups).
+// `task_shift` is ET_TASK_SHIFT (from the kernel's EtArgs declaration).
 template <class Dispatch>
-__device__ __forceinline__ void persistent_loop(const Runtime& rt, int n_groups, const unsigned int* group_first,
-                                                const unsigned int* group_domain, Dispatch dispatch) {
+__device__ __forceinline__ void persistent_loop(const Runtime& rt, int n_groups, int task_shift,
+                                                const unsigned int* group_first, const unsigned int* group_domain,
+                                                Dispatch dispatch) {
     __shared__ int s_abort;
+    // the launch gives ET_SMEM_SLACK bytes more than the arena, to align it here
+    extern __shared__ __align__(128) unsigned char et_dynamic_smem[];
+    unsigned char* arena = et_dynamic_smem + ((128u - (smem_addr(et_dynamic_smem) & 127u)) & 127u);
     if (threadIdx.x == 0) s_abort = 0;
     __syncthreads();
-    Ctx ctx(rt, &s_abort, n_groups, group_first, group_domain);
+    Ctx ctx(rt, &s_abort, n_groups, task_shift, group_first, group_domain, arena);
     unsigned int cursor = 0, end = 0, task = 0;
     if (!rt.dynamic && threadIdx.x == 0) {
         cursor = __ldg(rt.queue_offsets + blockIdx.x);
@@ -372,11 +530,11 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, int n_groups,
     while (ctx.next(cursor, end, task)) {
         long long v[ET_MAX_RANK];
         const int g = ctx.decode(task, v);
-        ctx.trace_begin(task);
+        ctx.trace_begin(ctx.task);
         dispatch(ctx, g, v);
         __syncthreads();
         if (s_abort) return;
-        ctx.trace_end(task);
+        ctx.trace_end(ctx.task);
     }
 }
 

@@ -7,10 +7,12 @@
 
 mod elementwise;
 mod linear;
+pub mod prefetch;
 mod reduce;
 
 pub use elementwise::add;
 pub use linear::{gemv, matmul};
+pub use prefetch::{gemv_consume, gemv_prefetch};
 pub use reduce::{row_sum, sum_splits};
 
 /// Declares a tile op: a Rust function (the CPU reference, type-checked at call sites)
@@ -23,7 +25,14 @@ pub use reduce::{row_sum, sum_splits};
 /// `condition => "what breaks"`, over each parameter's extents (`&[usize]` under the
 /// parameter's name, empty for scalars; [`numel`](crate::op::numel) and
 /// [`same`](crate::op::same) help). `#[megakernel]` checks it at compile time for
-/// every call, and the CPU function checks it before it runs. Parameters are `TileRef`
+/// every call, and the CPU function checks it before it runs.
+///
+/// An op that needs shared memory declares how much, before the contract, as
+/// `smem = |extents| <bytes>;`: a constant expression over the parameters' extents (each
+/// parameter's name, as in the contract, or `extents`, the whole list). The megakernel's
+/// per-CTA arena is the largest amount any of its op calls declares, and the generated
+/// call passes it to such an op as one more, last, argument: `unsigned char* smem`,
+/// 128-byte aligned (`et::Ctx::smem()`). The CPU backend ignores it. Parameters are `TileRef`
 /// (read), `TileMut` (written) or [scalars](crate::op::Scalar), written as such.
 ///
 /// ```
@@ -46,8 +55,14 @@ pub use reduce::{row_sum, sum_splits};
 /// ```
 #[macro_export]
 macro_rules! tile_op {
+    (cuda = $cuda:expr; smem = |$s:ident| $bytes:expr; contract { $($cond:expr => $why:expr),* $(,)? } $(#[$m:meta])* $vis:vis fn $name:ident $($rest:tt)*) => {
+        $crate::tile_op!(@sig [$cuda; [$s; $bytes; true]] [$($cond => $why),*] [$(#[$m])* $vis fn $name] [] $($rest)*);
+    };
+    (cuda = $cuda:expr; smem = |$s:ident| $bytes:expr; $(#[$m:meta])* $vis:vis fn $($rest:tt)*) => {
+        $crate::tile_op!(cuda = $cuda; smem = |$s| $bytes; contract {} $(#[$m])* $vis fn $($rest)*);
+    };
     (cuda = $cuda:expr; contract { $($cond:expr => $why:expr),* $(,)? } $(#[$m:meta])* $vis:vis fn $name:ident $($rest:tt)*) => {
-        $crate::tile_op!(@sig [$cuda] [$($cond => $why),*] [$(#[$m])* $vis fn $name] [] $($rest)*);
+        $crate::tile_op!(@sig [$cuda; [__et_extents; 0usize; false]] [$($cond => $why),*] [$(#[$m])* $vis fn $name] [] $($rest)*);
     };
     (cuda = $cuda:expr; $(#[$m:meta])* $vis:vis fn $($rest:tt)*) => {
         $crate::tile_op!(cuda = $cuda; contract {} $(#[$m])* $vis fn $($rest)*);
@@ -63,7 +78,7 @@ macro_rules! tile_op {
     (@param $all:tt [$($d:tt)*] $n:ident : TileMut $($rest:tt)*) => { $crate::tile_op!(@ty $all [$($d)* (Write write $n)] TileMut $($rest)*); };
     (@param $all:tt [$($d:tt)*] $n:ident : $($rest:tt)*) => { $crate::tile_op!(@ty $all [$($d)* (Scalar scalar $n)] $($rest)*); };
     (@ty $all:tt $done:tt $t:ty $(, $($rest:tt)*)?) => { $crate::tile_op!(@param $all $done $($($rest)*)?); };
-    (@param [[$cuda:expr] [$($cond:expr => $why:expr),*] [$(#[$m:meta])* $vis:vis fn $name:ident] [$($g:tt)*] $params:tt $body:block]
+    (@param [[$cuda:expr; [$s:ident; $bytes:expr; $uses_smem:literal]] [$($cond:expr => $why:expr),*] [$(#[$m:meta])* $vis:vis fn $name:ident] [$($g:tt)*] $params:tt $body:block]
         [$(($kind:ident $ext:ident $n:ident))*]) => {
         $(#[$m])*
         $vis fn $name $($g)* $params {
@@ -88,6 +103,8 @@ macro_rules! tile_op {
                 line: ::core::line!(),
                 args: &[$($crate::op::ArgKind::$kind),*],
                 contract,
+                smem,
+                uses_smem: $uses_smem,
             };
 
             /// Checks the op's shape relations on one extent list per parameter.
@@ -98,6 +115,17 @@ macro_rules! tile_op {
                 let &[$($n),*] = extents else { return ::core::result::Result::Err("wrong number of arguments") };
                 $(if !($cond) { return ::core::result::Result::Err($why); })*
                 ::core::result::Result::Ok(())
+            }
+
+            /// The bytes of the CTA's shared-memory arena the op needs for tiles of these
+            /// extents (0 for an op that declares no `smem`).
+            #[allow(unused_variables)]
+            pub const fn smem(extents: &[&[usize]]) -> usize {
+                #[allow(unused_imports)]
+                use $crate::op::{numel, same};
+                let &[$($n),*] = extents else { return 0 };
+                let $s = extents;
+                $bytes
             }
         }
     };
