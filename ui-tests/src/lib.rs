@@ -5,6 +5,8 @@
 
 #[path = "../tests/ui/pass/chain_dynamic.rs"]
 pub mod chain_dynamic;
+#[path = "../tests/ui/pass/decode_ops.rs"]
+pub mod decode_ops;
 #[path = "../tests/ui/pass/moe_routing.rs"]
 pub mod moe_routing;
 #[path = "../tests/ui/pass/op_same_name.rs"]
