@@ -28,7 +28,7 @@ pub use elementwise::{elementwise_add, elementwise_scale};
 pub use gemv::{matvec, matvec_residual, matvec_silu, matvec_split, reduce_split, reduce_split_residual};
 pub use lookup::embed;
 pub use norm::{rms_norm, rms_norm_residual};
-pub use rope::{kv_append, rope_llama3};
+pub use rope::{kv_append, llama3_inv_freq, rope_llama3};
 
 /// The CUDA helpers every decode op's text starts with (each op's text is compiled in a
 /// namespace of its own, so each carries its copy): element type of a tile, bf16 bit
