@@ -5,6 +5,8 @@
 
 #[path = "../tests/ui/pass/chain_dynamic.rs"]
 pub mod chain_dynamic;
+#[path = "../tests/ui/pass/decode_ops.rs"]
+pub mod decode_ops;
 #[path = "../tests/ui/pass/gemv_chain.rs"]
 pub mod gemv_chain;
 #[path = "../tests/ui/pass/layer_loop.rs"]

@@ -5,11 +5,13 @@
 //! function of the same name that the generated kernel calls with `et::Tile` arguments.
 //! A CUDA op is executed by the whole CTA: split the work over `threadIdx.x`/`blockDim.x`.
 
+pub mod decode;
 mod elementwise;
 mod linear;
 pub mod prefetch;
 mod reduce;
 
+pub use decode::*;
 pub use elementwise::add;
 pub use linear::{gemv, matmul};
 pub use prefetch::{gemv_consume, gemv_prefetch};

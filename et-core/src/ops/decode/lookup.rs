@@ -1,0 +1,43 @@
+//! Embedding lookup: the rows of a token-embedding table picked by token ids.
+
+use super::decode_cuda;
+use crate::dtype::bf16;
+use crate::tile::{TileMut, TileRef};
+
+crate::tile_op! { cuda = decode_cuda!(r#"
+template <class E, class I, class Y>
+__device__ void embed(E table, I ids, Y out) {
+    const int V = table.shape[0], D = table.shape[1], B = ids.shape[0], per = (D + 7) / 8;
+    const bool vec = vec_rows(table.ptr, table.stride[0], table.stride[1]) && vec_rows(out.ptr, out.stride[0], out.stride[1]);
+    for (int e = threadIdx.x; e < B * per; e += blockDim.x) {
+        const int b = e / per, k = (e % per) * 8, id = ids(b);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (id >= 0 && id < V) v = load8<true>(table.ptr + (long long)id * table.stride[0], k, D, table.stride[1], vec);
+        if (vec && k + 8 <= D) {
+            st16(out.ptr + b * out.stride[0] + k, v);
+        } else {
+            float f[8];
+            unpack8(v, f);
+            for (int i = 0; i < 8 && k + i < D; ++i) out(b, k + i) = et::from_float<et::bf16>(f[i]);
+        }
+    }
+}
+"#);
+    contract {
+        out[0] == ids[0] => "out must have one row per token id",
+        out[1] == table[1] => "out must have the table's columns (the model dimension)",
+    }
+    /// `out[b, :] = table[ids[b], :]`: `table` is the whole `V x D` embedding table (never
+    /// written during the launch), `ids` the `B` token ids; an id outside `0 .. V` gives a
+    /// row of zeros.
+    pub fn embed(table: TileRef<'_, bf16, 2>, ids: TileRef<'_, i32, 1>, mut out: TileMut<'_, bf16, 2>) {
+        let [v, d] = table.shape();
+        for b in 0..ids.shape()[0] {
+            let id = ids.get([b]);
+            for k in 0..d {
+                let x = if id >= 0 && (id as usize) < v { table.get([id as usize, k]) } else { bf16::ZERO };
+                out.set([b, k], x);
+            }
+        }
+    }
+}

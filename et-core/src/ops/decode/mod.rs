@@ -1,0 +1,115 @@
+//! Decode operators: the bandwidth-bound tile ops of a transformer decode step (bf16
+//! storage, f32 accumulation), each a CUDA device function, a CPU reference and a contract.
+//!
+//! The CUDA of every op here is a template over its tile types (`template <class W, ..>`)
+//! and touches a tile only through `ptr`, `shape[d]` and `stride[d]`, so it compiles with
+//! any tile type that has them (today's `et::Tile<T, R>`). Each op runs with the whole
+//! CTA (any multiple of 32 threads up to 1024) and streams its tiles with 16-byte vector
+//! loads where the inner stride is 1 and the rows are 16-byte aligned (checked at run
+//! time, scalar loads otherwise), several loads in flight per thread, f32 accumulation
+//! and warp-shuffle reductions.
+//!
+//! Read-only weights (the `w` of the GEMVs, the norm weights, the embedding table) are
+//! read through the non-coherent path (`ld.global.nc`): they must not be written by any
+//! task of the same launch. Activations and the KV cache are read with ordinary loads, so
+//! an earlier task of the same launch may write them.
+
+mod argmax;
+mod attention;
+mod elementwise;
+mod gemv;
+mod lookup;
+mod norm;
+mod rope;
+
+pub use argmax::{argmax_merge, argmax_partial};
+pub use attention::{attention_merge, attention_partial};
+pub use elementwise::{elementwise_add, elementwise_scale};
+pub use gemv::{matvec, matvec_residual, matvec_silu, matvec_split, reduce_split, reduce_split_residual};
+pub use lookup::embed;
+pub use norm::{rms_norm, rms_norm_residual};
+pub use rope::{kv_append, llama3_inv_freq, rope_llama3};
+
+/// The CUDA helpers every decode op's text starts with (each op's text is compiled in a
+/// namespace of its own, so each carries its copy): element type of a tile, bf16 bit
+/// unpacking, 16-byte loads with an aligned/contiguous check and a scalar fallback.
+macro_rules! decode_cuda {
+    ($body:literal) => {
+        $crate::ops::decode::decode_cuda!([] $body)
+    };
+    ([$($pre:expr),*] $body:literal) => {
+        concat!(
+            r#"
+template <class P> struct elem_of;
+template <class T> struct elem_of<T*> { typedef T type; };
+template <class T> struct elem_of<const T*> { typedef T type; };
+
+// The two bf16 of a 32-bit word as floats: the lower half is the element at the lower address.
+__device__ __forceinline__ float bf_lo(unsigned int u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf_hi(unsigned int u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+    f[0] = bf_lo(v.x); f[1] = bf_hi(v.x); f[2] = bf_lo(v.y); f[3] = bf_hi(v.y);
+    f[4] = bf_lo(v.z); f[5] = bf_hi(v.z); f[6] = bf_lo(v.w); f[7] = bf_hi(v.w);
+}
+__device__ __forceinline__ unsigned int pack2(float a, float b) {
+    return (unsigned int)et::from_float<et::bf16>(a).bits | ((unsigned int)et::from_float<et::bf16>(b).bits << 16);
+}
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+    return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
+}
+// 16-byte loads: `nc` for weights that no task of the launch writes (streamed once, kept
+// out of L1), plain for activations that an earlier task may have written.
+__device__ __forceinline__ uint4 ld16_nc(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint4 ld16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st16(void* p, const uint4& v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+// Whether rows of 8 bf16 starting at `p + r * row_stride` (inner stride `col_stride`) can
+// be read with 16-byte loads: contiguous, and every row start 16-byte aligned.
+__device__ __forceinline__ bool vec_rows(const void* p, long long row_stride, long long col_stride) {
+    return col_stride == 1 && (row_stride & 7) == 0 && (((unsigned long long)p) & 15) == 0;
+}
+// Eight bf16 of a row, `row[c * stride]` for c in [k, k + 8), zero past `n`: one 16-byte
+// load when `vec` and the eight are inside the row, element loads otherwise.
+template <bool NC>
+__device__ __forceinline__ uint4 load8(const et::bf16* row, int k, int n, long long stride, bool vec) {
+    if (vec && k + 8 <= n) return NC ? ld16_nc(row + k) : ld16(row + k);
+    unsigned short h[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) h[i] = k + i < n ? row[(long long)(k + i) * stride].bits : (unsigned short)0;
+    return make_uint4(h[0] | ((unsigned int)h[1] << 16), h[2] | ((unsigned int)h[3] << 16),
+                      h[4] | ((unsigned int)h[5] << 16), h[6] | ((unsigned int)h[7] << 16));
+}
+// Block-wide sum for every thread (uses `red`, 32 floats of shared memory; ends with a barrier).
+__device__ __forceinline__ float block_sum(float v, float* red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = et::warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float t = lane < warps ? red[lane] : 0.0f;
+    t = et::warp_sum(t);
+    __syncthreads();
+    return t;
+}
+"#,
+            $($pre,)*
+            "#line ",
+            line!(),
+            " \"",
+            file!(),
+            "\"\n",
+            $body
+        )
+    };
+}
+pub(crate) use decode_cuda;

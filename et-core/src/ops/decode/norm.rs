@@ -1,0 +1,121 @@
+//! RMSNorm, alone and fused with the residual add that precedes it in a transformer block.
+//!
+//! The whole CTA works on one row at a time (decode batches are small, rows are long): each
+//! thread takes 8 consecutive elements per step (a 16-byte load where the row allows),
+//! the sum of squares is a block-wide reduction, and the second pass re-reads the row
+//! from L1/L2 with the same thread-to-element map.
+
+use super::decode_cuda;
+use crate::dtype::bf16;
+use crate::tile::{TileMut, TileRef};
+
+crate::tile_op! { cuda = decode_cuda!(r#"
+template <class X, class W, class Y>
+__device__ void rms_norm(X x, W w, float eps, Y y) {
+    __shared__ float red[32];
+    const int B = x.shape[0], D = x.shape[1];
+    const bool vec = vec_rows(x.ptr, x.stride[0], x.stride[1]) && vec_rows(w.ptr, 0, w.stride[0]) &&
+                     vec_rows(y.ptr, y.stride[0], y.stride[1]);
+    for (int b = 0; b < B; ++b) {
+        const et::bf16* row = x.ptr + b * x.stride[0];
+        float ss = 0.0f;
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8];
+            unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+        }
+        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8], g[8];
+            unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
+            unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
+            if (vec && k + 8 <= D) st16(y.ptr + b * y.stride[0] + k, pack8(f));
+            else for (int i = 0; i < 8 && k + i < D; ++i) y(b, k + i) = et::from_float<et::bf16>(f[i]);
+        }
+    }
+}
+"#);
+    contract {
+        w[0] == x[1] => "the weight w must have one element per column of x",
+        y[0] == x[0] && y[1] == x[1] => "y must have x's extents",
+    }
+    /// `y[b, :] = x[b, :] / sqrt(mean(x[b, :]²) + eps) · w`, in f32, rounded once: `x` and
+    /// `y` are `B x D`, `w` has `D` elements (a weight: never written during the launch).
+    pub fn rms_norm(x: TileRef<'_, bf16, 2>, w: TileRef<'_, bf16, 1>, eps: f32, mut y: TileMut<'_, bf16, 2>) {
+        let [b, d] = x.shape();
+        for bi in 0..b {
+            let row: Vec<f32> = (0..d).map(|k| x.get([bi, k]).to_f32()).collect();
+            let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
+            for (k, v) in row.iter().enumerate() {
+                y.set([bi, k], bf16::from_f32(v * inv * w.get([k]).to_f32()));
+            }
+        }
+    }
+}
+
+crate::tile_op! { cuda = decode_cuda!(r#"
+template <class H, class R, class W, class Y>
+__device__ void rms_norm_residual(H h, R r, W w, float eps, Y y) {
+    __shared__ float red[32];
+    const int B = h.shape[0], D = h.shape[1];
+    const bool vec = vec_rows(h.ptr, h.stride[0], h.stride[1]) && vec_rows(r.ptr, r.stride[0], r.stride[1]) &&
+                     vec_rows(w.ptr, 0, w.stride[0]) && vec_rows(y.ptr, y.stride[0], y.stride[1]);
+    for (int b = 0; b < B; ++b) {
+        et::bf16* hrow = h.ptr + b * h.stride[0];
+        float ss = 0.0f;
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8], g[8];
+            unpack8(load8<false>(hrow, k, D, h.stride[1], vec), f);
+            unpack8(load8<false>(r.ptr + b * r.stride[0], k, D, r.stride[1], vec), g);
+            // the sum is stored in bf16 and the norm is taken of what was stored
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + g[i]));
+#pragma unroll
+            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+            if (vec && k + 8 <= D) st16(hrow + k, pack8(f));
+            else for (int i = 0; i < 8 && k + i < D; ++i) h(b, k + i) = et::from_float<et::bf16>(f[i]);
+        }
+        // the second pass reads back only what this thread wrote in the first
+        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8], g[8];
+            unpack8(load8<false>(hrow, k, D, h.stride[1], vec), f);
+            unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
+            if (vec && k + 8 <= D) st16(y.ptr + b * y.stride[0] + k, pack8(f));
+            else for (int i = 0; i < 8 && k + i < D; ++i) y(b, k + i) = et::from_float<et::bf16>(f[i]);
+        }
+    }
+}
+"#);
+    contract {
+        r[0] == h[0] && r[1] == h[1] => "the residual r must have h's extents",
+        w[0] == h[1] => "the weight w must have one element per column of h",
+        y[0] == h[0] && y[1] == h[1] => "y must have h's extents",
+    }
+    /// `h = h + r` (stored in bf16), then `y = rms_norm(h)`: the residual stream update
+    /// and the next norm of a transformer block in one pass. `h`, `r` and `y` are `B x D`,
+    /// `w` has `D` elements.
+    pub fn rms_norm_residual(
+        mut h: TileMut<'_, bf16, 2>,
+        r: TileRef<'_, bf16, 2>,
+        w: TileRef<'_, bf16, 1>,
+        eps: f32,
+        mut y: TileMut<'_, bf16, 2>,
+    ) {
+        let [b, d] = h.shape();
+        for bi in 0..b {
+            let row: Vec<f32> =
+                (0..d).map(|k| bf16::from_f32(h.get([bi, k]).to_f32() + r.get([bi, k]).to_f32()).to_f32()).collect();
+            let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
+            for (k, v) in row.iter().enumerate() {
+                h.set([bi, k], bf16::from_f32(*v));
+                y.set([bi, k], bf16::from_f32(v * inv * w.get([k]).to_f32()));
+            }
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! The decode operators inside multi-task megakernels with real events: a split-K GEMV
+//! whose reducers wait for their splits next to the plain, residual and SiLU GEMVs; RoPE
+//! and KV append, then attention partials per (KV head, chunk) merged by a task that
+//! waits for exactly its head's chunks; embedding, the norms, elementwise ops and a split
+//! argmax. `check_*` runs a kernel on any backend, outputs poisoned, and compares every
+//! output with the same kernel on the CPU backend run in order (the ops' CPU references).
+use et_core::prelude::*;
+use et_core::relative_error;
+
+/// The reduced extent of the GEMVs: 4096 + 8, so that the last 64-wide step is a tail.
+pub const K: usize = 4104;
+/// The weight rows of one GEMV task: 4 full mma tiles and a half one.
+pub const ROWS: usize = 72;
+
+macro_rules! gemv_kernel {
+    ($name:ident, $batch:literal) => {
+        /// The GEMV family at a batch of
+        #[doc = stringify!($batch)]
+        #[megakernel(dims(BT = $batch, KD = 4104, KS = 1026, NT = 72))]
+        pub fn $name(
+            w: &Tensor<bf16, { [R * NT, KD] }>,
+            wu: &Tensor<bf16, { [R * NT, KD] }>,
+            x: &Tensor<bf16, { [BT, KD] }>,
+            res: &Tensor<bf16, { [BT, R * NT] }>,
+            part: &mut Tensor<f32, { [4, BT, R * NT] }>,
+            y_split: &mut Tensor<bf16, { [BT, R * NT] }>,
+            y: &mut Tensor<f32, { [BT, R * NT] }>,
+            y_res: &mut Tensor<bf16, { [BT, R * NT] }>,
+            y_silu: &mut Tensor<bf16, { [BT, R * NT] }>,
+        ) {
+            let done = event!([R]);
+            tile!(split[r, s] in [R, 4] {
+                matvec_split(w.tile([r, s], [NT, KS]), x.tile([0, s], [BT, KS]), part.tile([s, 0, r], [1, BT, NT]));
+                signal!(done[r]);
+            });
+            tile!(reduce[r] in [R] {
+                wait!(done[r]);
+                reduce_split_residual(part.tile([0, 0, r], [4, BT, NT]), res.tile([0, r], [BT, NT]), y_split.tile([0, r], [BT, NT]));
+            });
+            tile!(plain[r] in [R] {
+                matvec(w.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y.tile([0, r], [BT, NT]));
+                matvec_residual(w.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), res.tile([0, r], [BT, NT]), y_res.tile([0, r], [BT, NT]));
+                matvec_silu(w.tile([r, 0], [NT, KD]), wu.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y_silu.tile([0, r], [BT, NT]));
+            });
+        }
+    };
+}
+gemv_kernel!(decode_gemv_b1, 1);
+gemv_kernel!(decode_gemv_b16, 16);
+gemv_kernel!(decode_gemv_b64, 64);
+
+macro_rules! attention_kernel {
+    ($name:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal, $scale:tt) => {
+        /// RoPE, KV append and split-KV attention: query heads per KV head, head dim, cache
+        /// length, chunk, chunks:
+        #[doc = stringify!($g, $d, $l, $c, $s)]
+        #[megakernel(dims(G = $g, D = $d, L = $l, C = $c, S = $s))]
+        pub fn $name(
+            q: &mut Tensor<bf16, { [H * G, D] }>,
+            knew: &mut Tensor<bf16, { [H, D] }>,
+            vnew: &Tensor<bf16, { [H, D] }>,
+            pos: &Tensor<i32, { [1] }>,
+            len: &Tensor<i32, { [1] }>,
+            kc: &mut Tensor<bf16, { [H, L, D] }>,
+            vc: &mut Tensor<bf16, { [H, L, D] }>,
+            o: &mut Tensor<f32, { [H * S * G, D] }>,
+            ml: &mut Tensor<f32, { [H * S * G, 2] }>,
+            out: &mut Tensor<bf16, { [H * G, D] }>,
+        ) {
+            let ready = event!([H]);
+            let parts = event!([H]);
+            tile!(prep[h] in [H] {
+                rope_llama3(q.tile([h, 0], [G, D]), pos.tile([0], [1]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+                rope_llama3(knew.tile([h, 0], [1, D]), pos.tile([0], [1]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+                kv_append(knew.tile([h, 0], [1, D]), pos.tile([0], [1]), kc.tile([h, 0, 0], [1, L, D]));
+                kv_append(vnew.tile([h, 0], [1, D]), pos.tile([0], [1]), vc.tile([h, 0, 0], [1, L, D]));
+                signal!(ready[h]);
+            });
+            tile!(chunk[h, c] in [H, S] {
+                wait!(ready[h]);
+                attention_partial(
+                    q.tile([h, 0], [G, D]),
+                    kc.tile([h, c, 0], [1, C, D]),
+                    vc.tile([h, c, 0], [1, C, D]),
+                    len.tile([0], [1]),
+                    c * C,
+                    $scale,
+                    o.tile([h * S + c, 0], [G, D]),
+                    ml.tile([h * S + c, 0], [G, 2]),
+                );
+                signal!(parts[h]);
+            });
+            tile!(merge[h] in [H] {
+                wait!(parts[h]);
+                attention_merge(o.tile([h, 0], [S * G, D]), ml.tile([h, 0], [S * G, 2]), out.tile([h, 0], [G, D]));
+            });
+        }
+    };
+}
+attention_kernel!(decode_attention_g4_d128, 4, 128, 1024, 256, 4, 0.08838834764831845);
+attention_kernel!(decode_attention_g8_d64, 8, 64, 1024, 128, 8, 0.125);
+attention_kernel!(decode_attention_32k, 4, 128, 32768, 1024, 32, 0.08838834764831845);
+
+/// The vocabulary of the argmax: Llama 3's 128256, in 32 chunks of 4008.
+pub const VOCAB: usize = 128256;
+
+macro_rules! misc_kernel {
+    ($name:ident, $batch:literal) => {
+        /// Embedding, the norms, elementwise ops and the split argmax at a batch of
+        #[doc = stringify!($batch)]
+        #[megakernel(dims(BT = $batch, D = 4104, V = 1000, VC = 4008, S = 32))]
+        pub fn $name(
+            table: &Tensor<bf16, { [V, D] }>,
+            ids: &Tensor<i32, { [BT] }>,
+            h: &mut Tensor<bf16, { [BT, D] }>,
+            r: &Tensor<bf16, { [BT, D] }>,
+            nw: &Tensor<bf16, { [D] }>,
+            y1: &mut Tensor<bf16, { [BT, D] }>,
+            y2: &mut Tensor<bf16, { [BT, D] }>,
+            y3: &mut Tensor<bf16, { [BT, D] }>,
+            y4: &mut Tensor<bf16, { [BT, D] }>,
+            logits: &Tensor<bf16, { [BT, S * VC] }>,
+            best: &mut Tensor<f32, { [BT, S] }>,
+            index: &mut Tensor<i32, { [BT, S] }>,
+            token: &mut Tensor<i32, { [BT] }>,
+        ) {
+            let embedded = event!([1]);
+            let normed = event!([1]);
+            let chunks = event!([1]);
+            tile!(lookup[i] in [1] {
+                embed(table.tile([0, 0], [V, D]), ids.tile([0], [BT]), h.tile([i, 0], [BT, D]));
+                signal!(embedded[i]);
+            });
+            tile!(norm[i] in [1] {
+                wait!(embedded[i]);
+                rms_norm_residual(h.tile([i, 0], [BT, D]), r.tile([0, 0], [BT, D]), nw.tile([0], [D]), 0.00001, y1.tile([0, 0], [BT, D]));
+                rms_norm(y1.tile([0, 0], [BT, D]), nw.tile([0], [D]), 0.00001, y2.tile([0, 0], [BT, D]));
+                signal!(normed[i]);
+            });
+            tile!(ew[i] in [1] {
+                wait!(normed[i]);
+                elementwise_add(y1.tile([i, 0], [BT, D]), y2.tile([i, 0], [BT, D]), y3.tile([i, 0], [BT, D]));
+                elementwise_scale(y3.tile([i, 0], [BT, D]), 0.5, y4.tile([i, 0], [BT, D]));
+            });
+            tile!(chunk[s] in [S] {
+                argmax_partial(logits.tile([0, s], [BT, VC]), s * VC, best.tile([0, s], [BT, 1]), index.tile([0, s], [BT, 1]));
+                signal!(chunks[0]);
+            });
+            tile!(pick[i] in [1] {
+                wait!(chunks[i]);
+                argmax_merge(best.tile([0, 0], [BT, S]), index.tile([0, 0], [BT, S]), token.tile([0], [BT]));
+            });
+        }
+    };
+}
+misc_kernel!(decode_misc_b1, 1);
+misc_kernel!(decode_misc_b16, 16);
+
+/// Asserts `got` is within `tol` (relative, as [`relative_error`]) of `want`.
+pub fn close<T: Element>(what: &str, got: &Tensor<T>, want: &Tensor<T>, tol: f64) {
+    let e = relative_error(got, want);
+    assert!(e <= tol, "{what}: relative error {e} > {tol}");
+}
+
+fn opts(schedule: ScheduleKind, chaos: Option<u64>) -> LaunchOptions {
+    LaunchOptions { schedule: Some(schedule), chaos, ..Default::default() }
+}
+
+/// Runs one of the GEMV kernels (`launch` is its `launch_with`) with `rows` weight-row
+/// tiles on `backend` and on the CPU in order, and compares every output.
+#[allow(clippy::type_complexity)]
+pub fn check_gemv<B: Backend>(
+    backend: &B,
+    batch: usize,
+    tiles: usize,
+    seed: u64,
+    schedule: ScheduleKind,
+    chaos: Option<u64>,
+    tol: f64,
+) {
+    let n = tiles * ROWS;
+    let w = Tensor::<bf16>::random(&[n, K], seed);
+    let wu = Tensor::<bf16>::random(&[n, K], seed + 1);
+    let x = Tensor::<bf16>::random(&[batch, K], seed + 2);
+    let res = Tensor::<bf16>::random(&[batch, n], seed + 3);
+    let run = |be: &dyn Fn() -> [Tensor<f32>; 5]| be();
+    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 5] {
+        macro_rules! go {
+            ($be:expr) => {{
+                let be = $be;
+                let (dw, dwu, dx, dr) =
+                    (be.upload(&w).unwrap(), be.upload(&wu).unwrap(), be.upload(&x).unwrap(), be.upload(&res).unwrap());
+                let mut part = be.upload(&Tensor::<f32>::poisoned(&[4, batch, n])).unwrap();
+                let mut ys = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
+                let mut y = be.upload(&Tensor::<f32>::poisoned(&[batch, n])).unwrap();
+                let mut yr = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
+                let mut yl = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
+                let args = (&dw, &dwu, &dx, &dr);
+                match batch {
+                    1 => decode_gemv_b1::launch_with(
+                        be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
+                    ),
+                    16 => decode_gemv_b16::launch_with(
+                        be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
+                    ),
+                    64 => decode_gemv_b64::launch_with(
+                        be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
+                    ),
+                    _ => panic!("no GEMV kernel for batch {batch}"),
+                }
+                .unwrap();
+                [
+                    be.download(&part).unwrap(),
+                    be.download(&ys).unwrap().to_f32(),
+                    be.download(&y).unwrap(),
+                    be.download(&yr).unwrap().to_f32(),
+                    be.download(&yl).unwrap().to_f32(),
+                ]
+            }};
+        }
+        if cpu { go!(&Cpu::new()) } else { go!(backend) }
+    };
+    let _ = run;
+    let want = on(&opts(ScheduleKind::Static, None), true);
+    let got = on(&opts(schedule, chaos), false);
+    for (k, what) in
+        ["split-K partials", "split-K + residual", "matvec", "matvec_residual", "matvec_silu"].iter().enumerate()
+    {
+        close(&format!("batch {batch}, {tiles} tiles: {what}"), &got[k], &want[k], tol);
+    }
+}
+
+/// The attention kernels: which one, by (G, D, L).
+#[derive(Clone, Copy, Debug)]
+pub enum Attention {
+    /// 4 query heads per KV head, head dim 128, cache 1024 in 4 chunks.
+    G4D128,
+    /// 8 query heads per KV head, head dim 64, cache 1024 in 8 chunks.
+    G8D64,
+    /// 4 query heads per KV head, head dim 128, cache 32768 in 32 chunks.
+    Long,
+}
+
+/// Runs an attention kernel with `heads` KV heads, the new token at `pos` (so `pos + 1`
+/// valid positions), on `backend` and on the CPU in order, and compares q after RoPE, the
+/// caches, the partials and the output.
+#[allow(clippy::too_many_arguments)]
+pub fn check_attention<B: Backend>(
+    backend: &B,
+    which: Attention,
+    heads: usize,
+    pos: usize,
+    seed: u64,
+    schedule: ScheduleKind,
+    chaos: Option<u64>,
+    tol: f64,
+) {
+    let (g, d, l, s) = match which {
+        Attention::G4D128 => (4, 128, 1024, 4),
+        Attention::G8D64 => (8, 64, 1024, 8),
+        Attention::Long => (4, 128, 32768, 32),
+    };
+    let q = Tensor::<bf16>::random(&[heads * g, d], seed);
+    let knew = Tensor::<bf16>::random(&[heads, d], seed + 1);
+    let vnew = Tensor::<bf16>::random(&[heads, d], seed + 2);
+    // the cache before this step: random everywhere (positions past `pos` must be ignored)
+    let kc = Tensor::<bf16>::random(&[heads, l, d], seed + 3);
+    let vc = Tensor::<bf16>::random(&[heads, l, d], seed + 4);
+    let p = Tensor::from_vec(&[1], vec![pos as i32]).unwrap();
+    let n = Tensor::from_vec(&[1], vec![pos as i32 + 1]).unwrap();
+    let on = |o: &LaunchOptions, cpu: bool| -> Vec<Tensor<f32>> {
+        macro_rules! go {
+            ($be:expr) => {{
+                let be = $be;
+                let mut dq = be.upload(&q).unwrap();
+                let mut dk = be.upload(&knew).unwrap();
+                let dv = be.upload(&vnew).unwrap();
+                let (dp, dn) = (be.upload(&p).unwrap(), be.upload(&n).unwrap());
+                let (mut dkc, mut dvc) = (be.upload(&kc).unwrap(), be.upload(&vc).unwrap());
+                let mut o_ = be.upload(&Tensor::<f32>::poisoned(&[heads * s * g, d])).unwrap();
+                let mut ml = be.upload(&Tensor::<f32>::poisoned(&[heads * s * g, 2])).unwrap();
+                let mut out = be.upload(&Tensor::<bf16>::poisoned(&[heads * g, d])).unwrap();
+                match which {
+                    Attention::G4D128 => decode_attention_g4_d128::launch_with(
+                        be, o, &mut dq, &mut dk, &dv, &dp, &dn, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
+                    ),
+                    Attention::G8D64 => decode_attention_g8_d64::launch_with(
+                        be, o, &mut dq, &mut dk, &dv, &dp, &dn, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
+                    ),
+                    Attention::Long => decode_attention_32k::launch_with(
+                        be, o, &mut dq, &mut dk, &dv, &dp, &dn, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
+                    ),
+                }
+                .unwrap();
+                // empty chunks hold -inf maxima: compare the sums and outputs, and the maxima
+                // of the chunks that have positions
+                let mut mlh = be.download(&ml).unwrap();
+                for v in mlh.as_mut_slice() {
+                    if *v == f32::NEG_INFINITY {
+                        *v = -1.0e30;
+                    }
+                }
+                vec![
+                    be.download(&dq).unwrap().to_f32(),
+                    be.download(&dkc).unwrap().to_f32(),
+                    be.download(&dvc).unwrap().to_f32(),
+                    be.download(&o_).unwrap(),
+                    mlh,
+                    be.download(&out).unwrap().to_f32(),
+                ]
+            }};
+        }
+        if cpu { go!(&Cpu::new()) } else { go!(backend) }
+    };
+    let want = on(&opts(ScheduleKind::Static, None), true);
+    let got = on(&opts(schedule, chaos), false);
+    for (k, what) in
+        ["q after RoPE", "k cache", "v cache", "partial outputs", "partial max and sum", "attention"].iter().enumerate()
+    {
+        close(&format!("{which:?}, {heads} KV heads, position {pos}: {what}"), &got[k], &want[k], tol);
+    }
+}
+
+/// Runs a misc kernel (embedding, norms, elementwise, argmax) on `backend` and on the CPU
+/// in order, and compares every output; the argmax exactly.
+pub fn check_misc<B: Backend>(
+    backend: &B,
+    batch: usize,
+    seed: u64,
+    schedule: ScheduleKind,
+    chaos: Option<u64>,
+    tol: f64,
+) {
+    const D: usize = 4104;
+    let table = Tensor::<bf16>::random(&[1000, D], seed);
+    // one id out of range: a row of zeros
+    let ids: Vec<i32> =
+        (0..batch).map(|b| if b == 1 { 5000 } else { ((seed as usize * 7 + b * 13) % 1000) as i32 }).collect();
+    let ids = Tensor::from_vec(&[batch], ids).unwrap();
+    let r = Tensor::<bf16>::random(&[batch, D], seed + 1);
+    let nw = Tensor::<bf16>::random(&[D], seed + 2);
+    let mut logits = Tensor::<bf16>::random(&[batch, VOCAB], seed + 3);
+    // a tie across chunks: the smaller index wins
+    for b in 0..batch {
+        logits.set(&[b, 5 + 4008 * b], bf16::from_f32(40.0));
+        logits.set(&[b, 4008 * 31 + b], bf16::from_f32(40.0));
+    }
+    let on = |o: &LaunchOptions, cpu: bool| -> (Vec<Tensor<f32>>, Tensor<i32>) {
+        macro_rules! go {
+            ($be:expr) => {{
+                let be = $be;
+                let (dt, di, dr, dn, dl) = (
+                    be.upload(&table).unwrap(),
+                    be.upload(&ids).unwrap(),
+                    be.upload(&r).unwrap(),
+                    be.upload(&nw).unwrap(),
+                    be.upload(&logits).unwrap(),
+                );
+                let poisoned = || be.upload(&Tensor::<bf16>::poisoned(&[batch, D])).unwrap();
+                let (mut h, mut y1, mut y2, mut y3, mut y4) =
+                    (poisoned(), poisoned(), poisoned(), poisoned(), poisoned());
+                let mut best = be.upload(&Tensor::<f32>::poisoned(&[batch, 32])).unwrap();
+                let mut index = be.upload(&Tensor::<i32>::poisoned(&[batch, 32])).unwrap();
+                let mut token = be.upload(&Tensor::<i32>::poisoned(&[batch])).unwrap();
+                match batch {
+                    1 => decode_misc_b1::launch_with(
+                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dl, &mut best,
+                        &mut index, &mut token,
+                    ),
+                    16 => decode_misc_b16::launch_with(
+                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dl, &mut best,
+                        &mut index, &mut token,
+                    ),
+                    _ => panic!("no misc kernel for batch {batch}"),
+                }
+                .unwrap();
+                let outs = [&h, &y1, &y2, &y3, &y4].map(|t| be.download(t).unwrap().to_f32()).to_vec();
+                let mut outs = outs;
+                outs.push(be.download(&best).unwrap());
+                outs.push(be.download(&index).unwrap().to_f32());
+                (outs, be.download(&token).unwrap())
+            }};
+        }
+        if cpu { go!(&Cpu::new()) } else { go!(backend) }
+    };
+    let (want, want_token) = on(&opts(ScheduleKind::Static, None), true);
+    let (got, got_token) = on(&opts(schedule, chaos), false);
+    for (k, what) in [
+        "h (embedding + residual)",
+        "rms_norm_residual",
+        "rms_norm",
+        "elementwise_add",
+        "elementwise_scale",
+        "argmax chunk maxima",
+        "argmax chunk indices",
+    ]
+    .iter()
+    .enumerate()
+    {
+        close(&format!("batch {batch}: {what}"), &got[k], &want[k], tol);
+    }
+    assert_eq!(got_token.as_slice(), want_token.as_slice(), "batch {batch}: argmax");
+    for b in 0..batch {
+        assert_eq!(want_token.get(&[b]), 5 + 4008 * b as i32, "batch {b}: the tie goes to the smaller index");
+    }
+}
+
+#[allow(dead_code)]
+fn main() {
+    let cpu = Cpu::new();
+    for (k, schedule) in [ScheduleKind::Static, ScheduleKind::Dynamic].into_iter().enumerate() {
+        for chaos in [None, Some(k as u64 + 3)] {
+            check_gemv(&cpu, 1, 2, 10 + k as u64, schedule, chaos, 0.0);
+            check_gemv(&cpu, 16, 1, 20 + k as u64, schedule, chaos, 0.0);
+            for pos in [0, 16, 999] {
+                check_attention(&cpu, Attention::G4D128, 2, pos, 30 + pos as u64, schedule, chaos, 0.0);
+                check_attention(&cpu, Attention::G8D64, 2, pos, 40 + pos as u64, schedule, chaos, 0.0);
+            }
+            check_misc(&cpu, 1, 50, schedule, chaos, 0.0);
+            check_misc(&cpu, 16, 51, schedule, chaos, 0.0);
+        }
+    }
+}
