@@ -25,10 +25,10 @@ pub(crate) fn nvrtc_present() -> bool {
 /// Opens the primary context of GPU `ordinal` for one stream's use. A fault in an earlier
 /// kernel of this process (an illegal address, a trap) leaves the context in a sticky
 /// error state that the driver clears only when the process ends (measured on the H200
-/// with driver 580: after `cuDevicePrimaryCtxReset` a new context still fails with
-/// `CUDA_ERROR_LAUNCH_FAILED`), so that case is an error that says so. No reset is
-/// attempted: it would destroy the allocations of every other user of the primary context
-/// in the process.
+/// with driver 580: after `cuDevicePrimaryCtxReset`, and in a new non-primary context, a
+/// new context still fails with `CUDA_ERROR_LAUNCH_FAILED`), so that case is an error that
+/// says so. No reset is attempted: it would destroy the allocations of every other user of
+/// the primary context in the process.
 pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, String> {
     let unusable = |e: DriverError| {
         format!(
