@@ -54,7 +54,9 @@ pub struct LaunchOptions {
     pub schedule: Option<ScheduleKind>,
     /// Placement for static schedules.
     pub placement: Placement,
-    /// Workers (CPU threads or CTAs); `None` picks the backend's default.
+    /// Workers (CPU threads or CTAs); `None` picks the backend's default. Zero is an error;
+    /// the CPU backend starts at most one thread per task and at most
+    /// [`crate::cpu::MAX_WORKERS`]; the GPU at most the CTAs that fit co-resident.
     pub workers: Option<usize>,
     /// CPU backend: seeded random placement, order and delays, to expose missing
     /// dependencies.

@@ -473,6 +473,20 @@ fn zero_workers_and_zero_watchdog_are_errors_naming_the_option() {
 }
 
 #[test]
+fn a_huge_worker_count_is_clamped_not_a_crash() {
+    let k = split_row_sum(false);
+    let a = Tensor::<f32>::random(&[64, 128], 2);
+    let (mut part, mut c) = (Tensor::<f32>::poisoned(&[64, 4]), Tensor::<f32>::poisoned(&[64]));
+    for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+        let opts = LaunchOptions { schedule: Some(schedule), workers: Some(1 << 40), ..Default::default() };
+        // SAFETY: live host tensors, the written ones borrowed mutably for the call.
+        let report = unsafe { Cpu::new().launch(&k.entry(), &[a.raw(), part.raw_mut(), c.raw_mut()], &opts) }.unwrap();
+        assert_eq!(report.workers, 10, "one worker per task of the 10");
+        assert_eq!(c.as_slice(), &split_row_sum_reference(&a).1[..]);
+    }
+}
+
+#[test]
 fn a_run_time_kernel_is_launched_and_dropped_without_leaking() {
     // built, launched and dropped each round: nothing has to outlive the launch
     for rows in [1usize, 3] {

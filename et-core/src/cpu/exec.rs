@@ -245,13 +245,16 @@ pub(crate) fn run<'a>(
         for (w, rng) in seeds.into_iter().enumerate() {
             let exec = &exec;
             let queue = queues.as_ref().map(|q| &q[w][..]);
-            std::thread::Builder::new()
-                .name(format!("et-cpu-{w}"))
-                .spawn_scoped(s, move || match queue {
+            let spawned =
+                std::thread::Builder::new().name(format!("et-cpu-{w}")).spawn_scoped(s, move || match queue {
                     Some(q) => exec.static_worker(w, q, rng),
                     None => exec.dynamic_worker(w, rng),
-                })
-                .expect("spawn a CPU worker");
+                });
+            if let Err(e) = spawned {
+                // the workers already running see the abort at their next wait
+                exec.fail(Error::Unavailable(format!("starting CPU worker {w} of {workers}: {e}")));
+                break;
+            }
         }
     });
     let elapsed = exec.start.elapsed();

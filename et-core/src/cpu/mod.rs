@@ -28,6 +28,10 @@ pub struct Cpu {
     workers: usize,
 }
 
+/// The most worker threads one CPU launch starts (`LaunchOptions::workers` above it is
+/// clamped: the CPU backend is a reference, not a thread stress test).
+pub const MAX_WORKERS: usize = 256;
+
 impl Default for Cpu {
     fn default() -> Self {
         Self::new()
@@ -108,7 +112,9 @@ impl Backend for Cpu {
             )));
         }
         let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;
+        // more threads than tasks would only wait
         let workers = options.workers.unwrap_or(if options.chaos.is_some() { 4 } else { self.workers });
+        let workers = workers.min(resolved.n_tasks.max(1) as usize).min(MAX_WORKERS);
         exec::run(entry, resolved, args, options, workers)
     }
 }
