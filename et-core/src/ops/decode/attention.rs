@@ -18,7 +18,14 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     __shared__ float s_m[32 * 8];
     __shared__ float s_l[8];
     __shared__ float s_o[8 * 128];
-    const int G = q.shape[0], D = q.shape[1], C = k.shape[1];
+    // the group size and head dimension as compile-time constants where the tiles give
+    // them (every megakernel's case): the register arrays then hold exactly G heads and the
+    // loops over heads and lanes have constant bounds; at most 8 heads otherwise
+    constexpr int SG = Q::template static_extent<0>(), SD = Q::template static_extent<1>();
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_partial: 1 to 8 query heads per KV head");
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_partial: the head dimension must be 64 or 128");
+    constexpr int GM = SG >= 1 ? SG : 8;
+    const int G = SG >= 1 ? SG : q.shape[0], D = SD >= 1 ? SD : q.shape[1], C = k.shape[1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
     const long long valid_ll = (long long)len.ptr[0] - start;
@@ -26,9 +33,9 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     const bool vec = vec_rows(q.ptr, q.stride[0], q.stride[1]) && vec_rows(k.ptr, k.stride[1], k.stride[2]) &&
                      vec_rows(v.ptr, v.stride[1], v.stride[2]);
     // this lane's 8 dimensions of every query head, pre-scaled
-    float qr[8][8], acc[8][8], m[8], l[8];
+    float qr[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
-    for (int g = 0; g < 8; ++g) {
+    for (int g = 0; g < GM; ++g) {
         m[g] = -1e30f;
         l[g] = 0.0f;
         float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -54,7 +61,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
             unpack8(vv[u], vf);
             const bool in = rows[u] < valid;
 #pragma unroll
-            for (int g = 0; g < 8; ++g) {
+            for (int g = 0; g < GM; ++g) {
                 if (g >= G) break;
                 float s = 0.0f;
 #pragma unroll
@@ -71,7 +78,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     }
     // combine the row groups of the warp (lanes `lanes` apart hold the same dimensions)
 #pragma unroll
-    for (int g = 0; g < 8; ++g) {
+    for (int g = 0; g < GM; ++g) {
         if (g >= G) break;
         for (int off = lanes; off < 32; off <<= 1) {
             const float mo = __shfl_xor_sync(0xffffffffu, m[g], off), lo = __shfl_xor_sync(0xffffffffu, l[g], off);
@@ -85,11 +92,16 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     // combine the warps: the block's max per head, then each warp adds its rescaled share
     for (int e = threadIdx.x; e < 8 * 128; e += blockDim.x) s_o[e] = 0.0f;
     if (threadIdx.x < 8) s_l[threadIdx.x] = 0.0f;
-    if (lane == 0)
-        for (int g = 0; g < G; ++g) s_m[warp * 8 + g] = m[g];
+    if (lane == 0) {
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            s_m[warp * 8 + g] = m[g];
+        }
+    }
     __syncthreads();
 #pragma unroll
-    for (int g = 0; g < 8; ++g) {
+    for (int g = 0; g < GM; ++g) {
         if (g >= G) break;
         float mx = -1e30f;
         for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[w * 8 + g]);

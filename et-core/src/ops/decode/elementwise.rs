@@ -18,8 +18,7 @@ __device__ void elementwise_add(A a, B b, Y out) {
         unpack8(load8<false>(b.ptr + r * b.stride[0], k, D, b.stride[1], vec), y);
 #pragma unroll
         for (int i = 0; i < 8; ++i) x[i] += y[i];
-        if (vec && k + 8 <= D) st16(out.ptr + r * out.stride[0] + k, pack8(x));
-        else for (int i = 0; i < 8 && k + i < D; ++i) out(r, k + i) = et::from_float<et::bf16>(x[i]);
+        store8(out.ptr + r * out.stride[0], k, D, out.stride[1], vec, pack8(x));
     }
 }
 "#);
@@ -46,8 +45,7 @@ __device__ void elementwise_scale(X x, float alpha, Y out) {
         unpack8(load8<false>(x.ptr + r * x.stride[0], k, D, x.stride[1], vec), f);
 #pragma unroll
         for (int i = 0; i < 8; ++i) f[i] *= alpha;
-        if (vec && k + 8 <= D) st16(out.ptr + r * out.stride[0] + k, pack8(f));
-        else for (int i = 0; i < 8 && k + i < D; ++i) out(r, k + i) = et::from_float<et::bf16>(f[i]);
+        store8(out.ptr + r * out.stride[0], k, D, out.stride[1], vec, pack8(f));
     }
 }
 "#);

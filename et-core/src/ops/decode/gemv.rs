@@ -1,9 +1,12 @@
 //! GEMV / skinny GEMM `y[b, n] = Σ_k x[b, k] · w[n, k]` over a tile of weight rows, batch
-//! 1 to 64 at run time, with fused epilogues and a split-K form.
+//! 1 to 64, with fused epilogues and a split-K form.
 //!
 //! Below a batch of 16 each warp owns a weight row at a time and its lanes stream the row
 //! in 16-byte pieces (CUDA cores); from 16 on, each warp owns 16 rows and multiplies them
-//! with the batch on the tensor cores (`mma.sync.m16n8k16` bf16 → f32). The mma reads
+//! with the batch on the tensor cores (`mma.sync.m16n8k16` bf16 → f32). When x's tile
+//! type gives the batch at compile time (`static_extent<0>()`, as every megakernel's
+//! does), only that batch's path is compiled, its register arrays and loops sized to the
+//! batch; a tile with a run-time batch compiles both and picks one per call. The mma reads
 //! both operands straight from global memory in 16-byte pieces: a lane's eight
 //! consecutive `k` of a weight row and of a batch row feed two mmas, which sums the same
 //! products in a permuted `k` order (the permutation is the same for both operands).
@@ -28,61 +31,65 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
            bf_lo(a.z) * bf_lo(b.z) + bf_hi(a.z) * bf_hi(b.z) + bf_lo(a.w) * bf_lo(b.w) + bf_hi(a.w) * bf_hi(b.w);
 }
 
-// acc_j[b, n] = Σ_k x[b, k] w_j[n, k] for NW weight tiles w_j (same shape and strides),
-// n < N, b < B, k < K; calls epi(b, n, acc_0, acc_1) once per output (acc_1 = 0 when NW = 1).
-template <int NW, class E>
-__device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+// The two paths below compute acc_j[b, n] = Σ_k x[b, k] w_j[n, k] for NW weight tiles w_j
+// (same shape and strides), n < N, b < B, k < K, and call epi(b, n, acc_0, acc_1) once per
+// output (acc_1 = 0 when NW = 1). `vec`: every row of x and of the w_j takes 16-byte loads.
+
+// CUDA cores (B <= BM < 16): a warp per row, lanes over k in 16-byte pieces, U pieces in
+// flight. BM is the batch when it is known at compile time (the loops are then exact).
+template <int NW, int BM, class E>
+__device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                             const long long (&ws1)[NW], const et::bf16* x, long long xs0,
-                                            long long xs1, int B, int N, int K, E epi) {
+                                            long long xs1, int B, int N, int K, bool vec, E& epi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    bool wv = vec_rows(x, xs0, xs1);
-#pragma unroll
-    for (int j = 0; j < NW; ++j) wv = wv && vec_rows(w[j], ws0[j], ws1[j]);
-    const bool vec = wv;
-    if (B < 16) {
-        // CUDA cores: a warp per row, lanes over k in 16-byte pieces, U pieces in flight.
-        constexpr int U = NW == 1 ? 4 : 2;
-        for (int r = warp; r < N; r += warps) {
-            float acc[NW][16];
-#pragma unroll
-            for (int j = 0; j < NW; ++j)
-#pragma unroll
-                for (int b = 0; b < 16; ++b) acc[j][b] = 0.0f;
-            for (int k0 = lane * 8; k0 < K; k0 += 256 * U) {
-                uint4 wr[NW][U];
-#pragma unroll
-                for (int u = 0; u < U; ++u)
-#pragma unroll
-                    for (int j = 0; j < NW; ++j) wr[j][u] = load8<true>(w[j] + r * ws0[j], k0 + 256 * u, K, ws1[j], vec);
-#pragma unroll
-                for (int b = 0; b < 16; ++b) {
-                    if (b >= B) break;
-#pragma unroll
-                    for (int u = 0; u < U; ++u) {
-                        const uint4 xv = load8<false>(x + b * xs0, k0 + 256 * u, K, xs1, vec);
-#pragma unroll
-                        for (int j = 0; j < NW; ++j) acc[j][b] += dot8(wr[j][u], xv);
-                    }
-                }
-            }
-#pragma unroll
-            for (int b = 0; b < 16; ++b) {
-                if (b >= B) break;
-                const float a0 = et::warp_sum(acc[0][b]);
-                const float a1 = NW > 1 ? et::warp_sum(acc[NW - 1][b]) : 0.0f;
-                if (lane == 0) epi(b, r, a0, a1);
-            }
-        }
-        return;
-    }
-    // Tensor cores: a warp per 16 rows (m), the batch in 8-row pieces (n), k in steps of 32.
-    const int g = lane >> 2, t = lane & 3;
-    for (int m0 = warp * 16; m0 < N; m0 += warps * 16) {
-        float c[NW][8][4];
+    constexpr int U = NW == 1 ? 4 : 2;
+    for (int r = warp; r < N; r += warps) {
+        float acc[NW][BM];
 #pragma unroll
         for (int j = 0; j < NW; ++j)
 #pragma unroll
-            for (int nb = 0; nb < 8; ++nb)
+            for (int b = 0; b < BM; ++b) acc[j][b] = 0.0f;
+        for (int k0 = lane * 8; k0 < K; k0 += 256 * U) {
+            uint4 wr[NW][U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+#pragma unroll
+                for (int j = 0; j < NW; ++j) wr[j][u] = load8<true>(w[j] + r * ws0[j], k0 + 256 * u, K, ws1[j], vec);
+#pragma unroll
+            for (int b = 0; b < BM; ++b) {
+                if (b >= B) break;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const uint4 xv = load8<false>(x + b * xs0, k0 + 256 * u, K, xs1, vec);
+#pragma unroll
+                    for (int j = 0; j < NW; ++j) acc[j][b] += dot8(wr[j][u], xv);
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < BM; ++b) {
+            if (b >= B) break;
+            const float a0 = et::warp_sum(acc[0][b]);
+            const float a1 = NW > 1 ? et::warp_sum(acc[NW - 1][b]) : 0.0f;
+            if (lane == 0) epi(b, r, a0, a1);
+        }
+    }
+}
+
+// Tensor cores (16 <= B <= 8 * NBM): a warp per 16 rows (m), the batch in 8-row pieces
+// (n), k in steps of 64. NBM is ceil(B / 8) when the batch is known at compile time.
+template <int NW, int NBM, class E>
+__device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                           const long long (&ws1)[NW], const et::bf16* x, long long xs0,
+                                           long long xs1, int B, int N, int K, bool vec, E& epi) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    for (int m0 = warp * 16; m0 < N; m0 += warps * 16) {
+        float c[NW][NBM][4];
+#pragma unroll
+        for (int j = 0; j < NW; ++j)
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) c[j][nb][i] = 0.0f;
         const int r0 = m0 + g, r1 = m0 + g + 8;
@@ -97,7 +104,7 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
                     hi[j][u] = r1 < N ? load8<true>(w[j] + r1 * ws0[j], kk, K, ws1[j], vec) : make_uint4(0, 0, 0, 0);
                 }
 #pragma unroll
-            for (int nb = 0; nb < 8; ++nb) {
+            for (int nb = 0; nb < NBM; ++nb) {
                 if (nb * 8 >= B) break;
                 const int b = nb * 8 + g;
 #pragma unroll
@@ -113,7 +120,7 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
         }
         // c[j][nb]: {0, 1} are row r0, batch nb*8 + 2t + {0, 1}; {2, 3} are row r1.
 #pragma unroll
-        for (int nb = 0; nb < 8; ++nb) {
+        for (int nb = 0; nb < NBM; ++nb) {
             if (nb * 8 >= B) break;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -121,6 +128,30 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
                 if (b < B && r < N) epi(b, r, c[0][nb][i], NW > 1 ? c[NW - 1][nb][i] : 0.0f);
             }
         }
+    }
+}
+
+// Below a batch of 16 the CUDA-core path, from 16 on the tensor-core path. SB is x's batch
+// extent when known at compile time (`static_extent<0>()`, every megakernel's case): then
+// only the one path is instantiated, with exact loop bounds; with SB = -1 both are, and
+// the batch B picks one at run time.
+template <int NW, int SB, class E>
+__device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                            const long long (&ws1)[NW], const et::bf16* x, long long xs0,
+                                            long long xs1, int B, int N, int K, E epi) {
+    static_assert(SB == -1 || (SB >= 1 && SB <= 64), "matvec: the batch must be 1 to 64");
+    bool wv = vec_rows(x, xs0, xs1);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) wv = wv && vec_rows(w[j], ws0[j], ws1[j]);
+    const bool vec = wv;
+    if constexpr (SB >= 16) {
+        matvec_mma<NW, (SB + 7) / 8>(w, ws0, ws1, x, xs0, xs1, SB, N, K, vec, epi);
+    } else if constexpr (SB >= 1) {
+        matvec_simt<NW, SB>(w, ws0, ws1, x, xs0, xs1, SB, N, K, vec, epi);
+    } else if (B < 16) {
+        matvec_simt<NW, 15>(w, ws0, ws1, x, xs0, xs1, B, N, K, vec, epi);
+    } else {
+        matvec_mma<NW, 8>(w, ws0, ws1, x, xs0, xs1, B, N, K, vec, epi);
     }
 }
 "#] $body)
@@ -133,7 +164,7 @@ __device__ void matvec(W w, X x, Y y) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
+    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(a); });
 }
 "#);
@@ -156,7 +187,7 @@ __device__ void matvec_residual(W w, X x, R r, Y y) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
+    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(et::to_float(r(b, n)) + a); });
 }
 "#);
@@ -185,7 +216,7 @@ __device__ void matvec_silu(WG wg, WU wu, X x, Y y) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[2] = {wg.ptr, wu.ptr};
     const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
-    matvec_core<2>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
+    matvec_core<2, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
                    wg.shape[1], [&](int b, int n, float gate, float up) {
                        y(b, n) = et::from_float<T>(gate / (1.0f + __expf(-gate)) * up);
                    });
@@ -220,7 +251,7 @@ template <class W, class X, class P>
 __device__ void matvec_split(W w, X x, P part) {
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
+    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
                    [&](int b, int n, float a, float) { part(0, b, n) = a; });
 }
 "#);

@@ -2,12 +2,19 @@
 //! storage, f32 accumulation), each a CUDA device function, a CPU reference and a contract.
 //!
 //! The CUDA of every op here is a template over its tile types (`template <class W, ..>`)
-//! and touches a tile only through `ptr`, `shape[d]` and `stride[d]`, so it compiles with
-//! any tile type that has them (today's `et::Tile<T, R>`). Each op runs with the whole
-//! CTA (any multiple of 32 threads up to 1024) and streams its tiles with 16-byte vector
-//! loads where the inner stride is 1 and the rows are 16-byte aligned (checked at run
-//! time, scalar loads otherwise), several loads in flight per thread, f32 accumulation
-//! and warp-shuffle reductions.
+//! and touches a tile through `ptr`, `shape[d]`, `stride[d]` and, where an extent picks a
+//! code path or sizes register arrays (the GEMVs' batch, attention's group and head
+//! dimension), the tile type's `static_extent<d>()`: with a compile-time extent (every
+//! megakernel's tiles are `et::Tile<T, R, et::Ext<..>>`) only the path that extent needs
+//! is instantiated, with constant loop bounds, which keeps NVRTC's compile time down; with
+//! -1 (run-time extents) the op instantiates every path and picks one at run time. The
+//! slow paths of the 16-byte loads and stores (row tails, unaligned or strided tiles) are
+//! rolled loops for the same reason: each call site costs a few instructions.
+//!
+//! Each op runs with the whole CTA (any multiple of 32 threads up to 1024) and streams
+//! its tiles with 16-byte vector loads where the inner stride is 1 and the rows are
+//! 16-byte aligned (checked at run time, scalar loads otherwise), several loads in flight
+//! per thread, f32 accumulation and warp-shuffle reductions.
 //!
 //! Read-only weights (the `w` of the GEMVs, the norm weights, the embedding table) are
 //! read through the non-coherent path (`ld.global.nc`): they must not be written by any
@@ -31,8 +38,10 @@ pub use norm::{rms_norm, rms_norm_residual};
 pub use rope::{kv_append, llama3_inv_freq, rope_llama3};
 
 /// The CUDA helpers every decode op's text starts with (each op's text is compiled in a
-/// namespace of its own, so each carries its copy): element type of a tile, bf16 bit
-/// unpacking, 16-byte loads with an aligned/contiguous check and a scalar fallback.
+/// namespace of its own, so each carries its copy; unused copies cost NVRTC nothing
+/// measurable, since they are inline functions that are never instantiated): element
+/// type of a tile, bf16 bit unpacking, 16-byte loads and stores with an
+/// aligned/contiguous check and a scalar fallback.
 macro_rules! decode_cuda {
     ($body:literal) => {
         $crate::ops::decode::decode_cuda!([] $body)
@@ -78,16 +87,39 @@ __device__ __forceinline__ void st16(void* p, const uint4& v) {
 __device__ __forceinline__ bool vec_rows(const void* p, long long row_stride, long long col_stride) {
     return col_stride == 1 && (row_stride & 7) == 0 && (((unsigned long long)p) & 15) == 0;
 }
+// Eight bf16 of a row, `row[c * stride]` for c in [k, k + 8), zero past `n`, read one at
+// a time: the slow path of `load8`. The loop stays rolled so that each call site costs a
+// few instructions, not eight loads with their checks (it runs only at a row's tail or on
+// tiles that cannot take 16-byte loads).
+__device__ __forceinline__ uint4 load8_slow(const et::bf16* row, int k, int n, long long stride) {
+    unsigned long long lo = 0, hi = 0;
+#pragma unroll 1
+    for (int i = 0; i < 8 && k + i < n; ++i) {
+        const unsigned long long h = row[(long long)(k + i) * stride].bits;
+        if (i < 4) lo |= h << (16 * i);
+        else hi |= h << (16 * (i - 4));
+    }
+    return make_uint4((unsigned int)lo, (unsigned int)(lo >> 32), (unsigned int)hi, (unsigned int)(hi >> 32));
+}
 // Eight bf16 of a row, `row[c * stride]` for c in [k, k + 8), zero past `n`: one 16-byte
 // load when `vec` and the eight are inside the row, element loads otherwise.
 template <bool NC>
 __device__ __forceinline__ uint4 load8(const et::bf16* row, int k, int n, long long stride, bool vec) {
     if (vec && k + 8 <= n) return NC ? ld16_nc(row + k) : ld16(row + k);
-    unsigned short h[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) h[i] = k + i < n ? row[(long long)(k + i) * stride].bits : (unsigned short)0;
-    return make_uint4(h[0] | ((unsigned int)h[1] << 16), h[2] | ((unsigned int)h[3] << 16),
-                      h[4] | ((unsigned int)h[5] << 16), h[6] | ((unsigned int)h[7] << 16));
+    return load8_slow(row, k, n, stride);
+}
+// Stores the eight bf16 of `v` (as `pack8` makes them) to `row[c * stride]` for c in
+// [k, k + 8) and c < n: one 16-byte store when `vec` and the eight are inside the row,
+// element stores (a rolled loop, as in `load8_slow`) otherwise.
+__device__ __forceinline__ void store8(et::bf16* row, int k, int n, long long stride, bool vec, const uint4& v) {
+    if (vec && k + 8 <= n) {
+        st16(row + k, v);
+        return;
+    }
+    const unsigned long long lo = v.x | ((unsigned long long)v.y << 32), hi = v.z | ((unsigned long long)v.w << 32);
+#pragma unroll 1
+    for (int i = 0; i < 8 && k + i < n; ++i)
+        row[(long long)(k + i) * stride].bits = (unsigned short)((i < 4 ? lo : hi) >> (16 * (i & 3)));
 }
 // Block-wide sum for every thread (uses `red`, 32 floats of shared memory; ends with a barrier).
 __device__ __forceinline__ float block_sum(float v, float* red) {

@@ -32,8 +32,7 @@ __device__ void rms_norm(X x, W w, float eps, Y y) {
             unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
 #pragma unroll
             for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
-            if (vec && k + 8 <= D) st16(y.ptr + b * y.stride[0] + k, pack8(f));
-            else for (int i = 0; i < 8 && k + i < D; ++i) y(b, k + i) = et::from_float<et::bf16>(f[i]);
+            store8(y.ptr + b * y.stride[0], k, D, y.stride[1], vec, pack8(f));
         }
     }
 }
@@ -75,8 +74,7 @@ __device__ void rms_norm_residual(H h, R r, W w, float eps, Y y) {
             for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + g[i]));
 #pragma unroll
             for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-            if (vec && k + 8 <= D) st16(hrow + k, pack8(f));
-            else for (int i = 0; i < 8 && k + i < D; ++i) h(b, k + i) = et::from_float<et::bf16>(f[i]);
+            store8(hrow, k, D, h.stride[1], vec, pack8(f));
         }
         // the second pass reads back only what this thread wrote in the first
         const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
@@ -86,8 +84,7 @@ __device__ void rms_norm_residual(H h, R r, W w, float eps, Y y) {
             unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
 #pragma unroll
             for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
-            if (vec && k + 8 <= D) st16(y.ptr + b * y.stride[0] + k, pack8(f));
-            else for (int i = 0; i < 8 && k + i < D; ++i) y(b, k + i) = et::from_float<et::bf16>(f[i]);
+            store8(y.ptr + b * y.stride[0], k, D, y.stride[1], vec, pack8(f));
         }
     }
 }
