@@ -2,6 +2,8 @@
 //! an empty megakernel (launch overhead), and the split-K GEMM cut into two kernels (the
 //! kernel-per-operator baseline of `splitk::splitk_gemm`).
 
+pub mod ops;
+
 use et_core::prelude::*;
 
 /// `N` tasks in a chain: step `i` waits for step `i - 1`. With round-robin placement
