@@ -15,8 +15,10 @@
 //! index in the tile domain), checked token for token against [`Reference`], and the
 //! command-line runner and benchmark.
 
+pub mod attention_ops;
 pub mod checkpoint;
 pub mod config;
+pub mod decode;
 pub mod error;
 pub mod kv_cache;
 pub mod npy;
