@@ -19,6 +19,7 @@ pub mod attention_ops;
 pub mod checkpoint;
 pub mod config;
 pub mod decode;
+pub mod decoder;
 pub mod error;
 pub mod kv_cache;
 pub mod npy;
@@ -28,6 +29,7 @@ pub mod rope;
 pub mod weights;
 
 pub use config::{LlamaConfig, RopeScaling};
+pub use decoder::{Decoder, Stamp, Step};
 pub use error::{Error, Result};
 pub use kv_cache::KvCache;
 pub use reference::{Generation, Reference};
