@@ -160,8 +160,14 @@ mod tests {
 
     #[test]
     fn contracts_accept_the_megakernel_shapes_and_reject_others() {
-        assert_eq!(rope_append::contract(&[&[1, 384], &[1], &[4, 64], &[1, 8192, 64], &[1, 8192, 64]]), Ok(()));
-        assert!(rope_append::contract(&[&[1, 320], &[1], &[4, 64], &[1, 8192, 64], &[1, 8192, 64]]).is_err());
+        // scalars have no extents
+        let rope = |qkv: &[usize], q: &[usize]| {
+            let cache: &[usize] = &[1, 8192, 64];
+            rope_append::contract(&[qkv, &[1], &[], &[], &[], &[], &[], q, cache, cache])
+        };
+        assert_eq!(rope(&[1, 384], &[4, 64]), Ok(()));
+        assert!(rope(&[1, 320], &[4, 64]).unwrap_err().contains("qkv must be one row"));
+        assert!(rope(&[1, 384], &[6, 48]).unwrap_err().contains("kc must be"));
         assert_eq!(attention_merge_row::contract(&[&[64, 64], &[64, 2], &[1, 256]]), Ok(()));
         assert!(attention_merge_row::contract(&[&[64, 64], &[64, 2], &[4, 64]]).is_err());
     }

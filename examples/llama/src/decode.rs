@@ -31,7 +31,7 @@
 //! f32 logits.
 //!
 //! Static sizes (hidden size, head geometry, batch, tiles) are dims of the megakernel, so
-//! `decode_step!` stamps one megakernel per model shape and batch size; [`Stamp`] lists
+//! `decode_step!` stamps one megakernel per model shape and batch size; [`crate::Stamp`] lists
 //! them and [`crate::decoder::Decoder`] picks one.
 
 use crate::attention_ops::{attention_merge_row, rope_append};
@@ -211,18 +211,128 @@ macro_rules! decode_step {
     };
 }
 
-decode_step!(decode_tiny_b1, B = 1, HD = 128, NKV = 2, G = 2, D = 64, V = 256, S = 8, C = 4,
-    NQ = 64, QT = 8, RT = 4, NO = 32, OT = 4, NM = 64, MT = 4, ND = 32, DT = 4, NV = 64, VT = 4,
-    eps = 0.00001, rope = (10000.0, 8.0, 1.0, 4.0, 256.0), scale = 0.125);
-decode_step!(decode_tiny_b2, B = 2, HD = 128, NKV = 2, G = 2, D = 64, V = 256, S = 8, C = 4,
-    NQ = 64, QT = 8, RT = 4, NO = 32, OT = 4, NM = 64, MT = 4, ND = 32, DT = 4, NV = 64, VT = 4,
-    eps = 0.00001, rope = (10000.0, 8.0, 1.0, 4.0, 256.0), scale = 0.125);
-decode_step!(decode_1b_b1, B = 1, HD = 2048, NKV = 8, G = 4, D = 64, V = 128256, S = 16, C = 512,
-    NQ = 16, QT = 192, RT = 24, NO = 16, OT = 128, NM = 64, MT = 128, ND = 16, DT = 128, NV = 256, VT = 501,
-    eps = 0.00001, rope = (500000.0, 32.0, 1.0, 4.0, 8192.0), scale = 0.125);
-decode_step!(decode_1b_b8, B = 8, HD = 2048, NKV = 8, G = 4, D = 64, V = 128256, S = 16, C = 512,
-    NQ = 16, QT = 192, RT = 24, NO = 16, OT = 128, NM = 64, MT = 128, ND = 16, DT = 128, NV = 256, VT = 501,
-    eps = 0.00001, rope = (500000.0, 32.0, 1.0, 4.0, 8192.0), scale = 0.125);
-decode_step!(decode_8b_b1, B = 1, HD = 4096, NKV = 8, G = 4, D = 128, V = 128256, S = 16, C = 512,
-    NQ = 32, QT = 192, RT = 24, NO = 32, OT = 128, NM = 112, MT = 128, ND = 32, DT = 128, NV = 256, VT = 501,
-    eps = 0.00001, rope = (500000.0, 8.0, 1.0, 4.0, 8192.0), scale = 0.08838834764831845);
+decode_step!(
+    decode_tiny_b1,
+    B = 1,
+    HD = 128,
+    NKV = 2,
+    G = 2,
+    D = 64,
+    V = 256,
+    S = 8,
+    C = 4,
+    NQ = 64,
+    QT = 8,
+    RT = 4,
+    NO = 32,
+    OT = 4,
+    NM = 64,
+    MT = 4,
+    ND = 32,
+    DT = 4,
+    NV = 64,
+    VT = 4,
+    eps = 0.00001,
+    rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_tiny_b2,
+    B = 2,
+    HD = 128,
+    NKV = 2,
+    G = 2,
+    D = 64,
+    V = 256,
+    S = 8,
+    C = 4,
+    NQ = 64,
+    QT = 8,
+    RT = 4,
+    NO = 32,
+    OT = 4,
+    NM = 64,
+    MT = 4,
+    ND = 32,
+    DT = 4,
+    NV = 64,
+    VT = 4,
+    eps = 0.00001,
+    rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_1b_b1,
+    B = 1,
+    HD = 2048,
+    NKV = 8,
+    G = 4,
+    D = 64,
+    V = 128256,
+    S = 16,
+    C = 512,
+    NQ = 16,
+    QT = 192,
+    RT = 24,
+    NO = 16,
+    OT = 128,
+    NM = 64,
+    MT = 128,
+    ND = 16,
+    DT = 128,
+    NV = 256,
+    VT = 501,
+    eps = 0.00001,
+    rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_1b_b8,
+    B = 8,
+    HD = 2048,
+    NKV = 8,
+    G = 4,
+    D = 64,
+    V = 128256,
+    S = 16,
+    C = 512,
+    NQ = 16,
+    QT = 192,
+    RT = 24,
+    NO = 16,
+    OT = 128,
+    NM = 64,
+    MT = 128,
+    ND = 16,
+    DT = 128,
+    NV = 256,
+    VT = 501,
+    eps = 0.00001,
+    rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_8b_b1,
+    B = 1,
+    HD = 4096,
+    NKV = 8,
+    G = 4,
+    D = 128,
+    V = 128256,
+    S = 16,
+    C = 512,
+    NQ = 32,
+    QT = 192,
+    RT = 24,
+    NO = 32,
+    OT = 128,
+    NM = 112,
+    MT = 128,
+    ND = 32,
+    DT = 128,
+    NV = 256,
+    VT = 501,
+    eps = 0.00001,
+    rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
+    scale = 0.08838834764831845
+);

@@ -12,8 +12,8 @@ use crate::decode::{decode_1b_b1, decode_1b_b8, decode_8b_b1, decode_tiny_b1, de
 use crate::error::{Error, Result};
 use crate::reference::Generation;
 use crate::weights::LlamaWeights;
-use et_core::{Backend, LaunchOptions, Tensor, bf16};
 use et_core::backend::LaunchReport;
+use et_core::{Backend, LaunchOptions, Tensor, bf16};
 use std::time::{Duration, Instant};
 
 /// One stamped decode megakernel: the model shape (a preset) and the batch size it serves.
@@ -66,8 +66,11 @@ impl Stamp {
     /// preset in everything the megakernel has as a constant (all but the number of
     /// layers, a run-time dim, and the tied head, an argument).
     pub fn find(config: &LlamaConfig, batch: usize) -> Result<Stamp> {
-        let constant = |c: &LlamaConfig| {
-            LlamaConfig { num_layers: 0, tie_word_embeddings: false, max_position_embeddings: 0, ..c.clone() }
+        let constant = |c: &LlamaConfig| LlamaConfig {
+            num_layers: 0,
+            tie_word_embeddings: false,
+            max_position_embeddings: 0,
+            ..c.clone()
         };
         let shaped: Vec<Stamp> = Stamp::ALL
             .into_iter()
@@ -245,7 +248,10 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             return Err(Error::Input(format!("token id {t} is outside the vocabulary of {}", self.config.vocab_size)));
         }
         if let Some(p) = positions.iter().find(|&&p| p >= self.max_positions()) {
-            return Err(Error::Input(format!("position {p} is past the KV cache's {} positions", self.max_positions())));
+            return Err(Error::Input(format!(
+                "position {p} is past the KV cache's {} positions",
+                self.max_positions()
+            )));
         }
         let ints = |v: Vec<i32>| Tensor::from_vec(&[batch], v);
         let t0 = Instant::now();
@@ -305,7 +311,8 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             .as_slice()
             .iter()
             .map(|&t| {
-                u32::try_from(t).map_err(|_| Error::Input(format!("the megakernel's argmax returned {t} (NaN logits?)")))
+                u32::try_from(t)
+                    .map_err(|_| Error::Input(format!("the megakernel's argmax returned {t} (NaN logits?)")))
             })
             .collect::<Result<Vec<u32>>>()?;
         let logits = if want_logits { Some(be.download(&self.logits)?) } else { None };

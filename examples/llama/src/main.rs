@@ -53,17 +53,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         match et_device::Cuda::new(0) {
             Ok(gpu) => {
                 println!("backend: GPU, {}", gpu.describe());
-                return decode(&gpu, &args, "llama-3.2-1b");
+                return decode(&gpu, &args, "llama-3.2-1b", true);
             }
             Err(why) => println!("no GPU ({why})"),
         }
     }
     let cpu = Cpu::new();
     println!("backend: CPU, {}", cpu.describe());
-    decode(&cpu, &args, "tiny")
+    decode(&cpu, &args, "tiny", false)
 }
 
-fn decode<B: Backend>(backend: &B, args: &Args, default_config: &str) -> Result<(), Box<dyn std::error::Error>> {
+fn decode<B: Backend>(
+    backend: &B,
+    args: &Args,
+    default_config: &str,
+    gpu: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
     let weights = match &args.weights {
         Some(dir) => {
             println!("loading {}", dir.display());
@@ -76,7 +81,8 @@ fn decode<B: Backend>(backend: &B, args: &Args, default_config: &str) -> Result<
         }
     };
     if let (Some(name), Some(_)) = (&args.config, &args.weights)
-        && llama::Stamp::find(&LlamaConfig::preset(name)?, args.batch)? != llama::Stamp::find(&weights.config, args.batch)?
+        && llama::Stamp::find(&LlamaConfig::preset(name)?, args.batch)?
+            != llama::Stamp::find(&weights.config, args.batch)?
     {
         return Err(format!("--config {name} does not have the shapes of the weights in the directory").into());
     }
@@ -89,7 +95,9 @@ fn decode<B: Backend>(backend: &B, args: &Args, default_config: &str) -> Result<
         decoder.max_positions()
     );
     let prompts = vec![args.prompt_ids.clone(); args.batch];
-    println!("compiling the megakernel (at the first step; cached on disk afterwards) ...");
+    if gpu {
+        println!("compiling the megakernel with NVRTC at the first step (cached on disk afterwards) ...");
+    }
     let (mut first, mut rest, mut kernel, mut n) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0u32);
     let t0 = Instant::now();
     let run = decoder.generate(&prompts, args.tokens as usize, |pos, step| {

@@ -50,7 +50,7 @@ fn side_by_side(gpu: &et_device::Cuda, w: &LlamaWeights, prompts: &[Vec<u32>], s
         let err = max_error(got.logits.as_ref().unwrap(), &want);
         println!("B = {batch}, position {pos}: logits within {err:.2e} of the largest");
         assert!(err <= LOGIT_TOL, "B = {batch}, position {pos}: logits differ by {err} of the largest");
-        for b in 0..batch {
+        for (b, last) in last.iter_mut().enumerate() {
             let row = &want.as_slice()[b * vocab..(b + 1) * vocab];
             let scale = row.iter().fold(0f32, |m, v| m.max(v.abs()));
             let (best, margin) = top2(row);
@@ -60,7 +60,7 @@ fn side_by_side(gpu: &et_device::Cuda, w: &LlamaWeights, prompts: &[Vec<u32>], s
                 agreed += (got.next[b] as usize == best) as usize;
                 assert_eq!(got.next[b] as usize, best, "B = {batch}, position {pos}, sequence {b}: next token");
             }
-            last[b] = best as u32;
+            *last = best as u32;
         }
     }
     (clear, agreed)

@@ -17,8 +17,15 @@ fn every_decode_megakernel_compiles_to_sm90a_cubin() {
     assert_eq!(kernels.len(), llama::Stamp::ALL.len(), "one megakernel per stamp");
     for k in kernels {
         let t0 = Instant::now();
-        let (out, _) = compiler.compile_source(k.name(), &k.cuda_source()).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
+        let (out, _) =
+            compiler.compile_source(k.name(), &k.cuda_source()).unwrap_or_else(|e| panic!("{}: {e}", k.name()));
         assert_eq!(out.kind, et_device::compile::ImageKind::Cubin, "{}", k.name());
-        println!("{:<16} {:>8} bytes of CUDA, {:>8} bytes of CUBIN, {:.2} s", k.name(), k.cuda_source().len(), out.image.len(), t0.elapsed().as_secs_f64());
+        println!(
+            "{:<16} {:>8} bytes of CUDA, {:>8} bytes of CUBIN, {:.2} s",
+            k.name(),
+            k.cuda_source().len(),
+            out.image.len(),
+            t0.elapsed().as_secs_f64()
+        );
     }
 }
