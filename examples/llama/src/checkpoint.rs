@@ -239,7 +239,7 @@ mod tests {
 
         let reshaped = kept.into_iter().map(|(n, v)| {
             if n == "model.norm.weight" {
-                (n, TensorView::new(v.dtype(), vec![8, 8], v.data()).unwrap())
+                (n, TensorView::new(v.dtype(), vec![8, 16], v.data()).unwrap())
             } else {
                 (n, v)
             }
@@ -249,7 +249,7 @@ mod tests {
         all.push(("model.layers.1.mlp.up_proj.weight".into(), up));
         safetensors::serialize_to_file(all, None, &file).unwrap();
         let err = LlamaWeights::load(&dir.0).unwrap_err().to_string();
-        assert!(err.contains("tensor `model.norm.weight`") && err.contains("shape [8, 8], expected [64]"), "{err}");
+        assert!(err.contains("tensor `model.norm.weight`") && err.contains("shape [8, 16], expected [128]"), "{err}");
 
         // a sharded checkpoint whose index omits a tensor
         let sharded = TempDir::new("errors-index");

@@ -85,12 +85,12 @@ impl LlamaConfig {
                 ..base
             }),
             "tiny" => Ok(LlamaConfig {
-                hidden_size: 64,
-                intermediate_size: 128,
+                hidden_size: 128,
+                intermediate_size: 256,
                 num_layers: 2,
                 num_heads: 4,
                 num_kv_heads: 2,
-                head_dim: 16,
+                head_dim: 64,
                 vocab_size: 256,
                 rope_theta: 10000.0,
                 rope_scaling: Some(RopeScaling {

@@ -40,6 +40,8 @@ pub enum Error {
     },
     /// An argument of a decode step or generation is out of range.
     Input(String),
+    /// The backend failed: an upload, a download or a megakernel launch.
+    Backend(et_core::Error),
 }
 
 impl std::fmt::Display for Error {
@@ -51,6 +53,7 @@ impl std::fmt::Display for Error {
             Error::MissingTensor { name, path } => write!(f, "tensor `{name}` is missing from {}", path.display()),
             Error::BadTensor { name, path, message } => write!(f, "tensor `{name}` in {}: {message}", path.display()),
             Error::Input(m) => write!(f, "{m}"),
+            Error::Backend(e) => write!(f, "backend: {e}"),
         }
     }
 }
@@ -59,6 +62,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Backend(e) => Some(e),
             _ => None,
         }
     }
@@ -75,6 +79,12 @@ impl Error {
     pub(crate) fn format(path: impl Into<PathBuf>) -> impl FnOnce(String) -> Error {
         let path = path.into();
         move |message| Error::Format { path, message }
+    }
+}
+
+impl From<et_core::Error> for Error {
+    fn from(e: et_core::Error) -> Self {
+        Error::Backend(e)
     }
 }
 

@@ -69,15 +69,15 @@ mod tests {
         let c = LlamaConfig::preset("tiny").unwrap();
         let mut cache = KvCache::new(&c, 3, 5);
         assert_eq!((cache.batch(), cache.max_pos(), cache.fits(&c)), (3, 5, true));
-        let k: Vec<f32> = (0..16).map(|i| i as f32).collect();
-        let v: Vec<f32> = (0..16).map(|i| -(i as f32)).collect();
+        let k: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let v: Vec<f32> = (0..64).map(|i| -(i as f32)).collect();
         cache.write(1, 2, 1, 4, &k, &v);
         assert_eq!(cache.k.get(&[1, 2, 1, 4, 7]).to_f32(), 7.0);
         assert_eq!(cache.v.get(&[1, 2, 1, 4, 15]).to_f32(), -15.0);
         let (keys, values) = cache.history(1, 2, 1, 5);
-        assert_eq!((keys.len(), keys[4 * 16 + 3].to_f32(), values[4 * 16 + 3].to_f32()), (80, 3.0, -3.0));
-        assert!(keys[..64].iter().all(|x| x.to_f32() == 0.0));
+        assert_eq!((keys.len(), keys[4 * 64 + 3].to_f32(), values[4 * 64 + 3].to_f32()), (320, 3.0, -3.0));
+        assert!(keys[..256].iter().all(|x| x.to_f32() == 0.0));
         let nonzero = cache.k.as_slice().iter().filter(|x| x.to_f32() != 0.0).count();
-        assert_eq!(nonzero, 15);
+        assert_eq!(nonzero, 63);
     }
 }

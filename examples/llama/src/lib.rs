@@ -9,14 +9,19 @@
 //! - [`reference`](mod@reference): a sequential CPU reference of one decode step over a [`KvCache`],
 //!   with the bf16 rounding points a GPU implementation has, and greedy generation;
 //!   [`ops`]: its arithmetic;
-//! - [`npy`]: `.npy` output for logits.
-//!
-//! To come: the decode step as one `#[megakernel]` (all layers in one launch, the layer
-//! index in the tile domain), checked token for token against [`Reference`], and the
-//! command-line runner and benchmark.
+//! - [`npy`]: `.npy` output for logits;
+//! - [`decode`](mod@decode): the decode step of all layers as ONE `#[megakernel]` (the
+//!   layer index in the tile domain, tile-level events), stamped per model shape and batch
+//!   size, with its two layout ops in [`attention_ops`]; [`decoder`]: running it on a
+//!   backend ([`Decoder`]: weights packed and uploaded once, one launch per step, greedy
+//!   generation), checked token for token against [`Reference`] in `tests/`;
+//! - the `llama` binary (`src/main.rs`): greedy decoding from the command line.
 
+pub mod attention_ops;
 pub mod checkpoint;
 pub mod config;
+pub mod decode;
+pub mod decoder;
 pub mod error;
 pub mod kv_cache;
 pub mod npy;
@@ -26,6 +31,7 @@ pub mod rope;
 pub mod weights;
 
 pub use config::{LlamaConfig, RopeScaling};
+pub use decoder::{Decoder, Stamp, Step};
 pub use error::{Error, Result};
 pub use kv_cache::KvCache;
 pub use reference::{Generation, Reference};

@@ -1,18 +1,22 @@
 //! A plain, sequential CPU reference of one Llama 3 decode step, and greedy generation
 //! through it; written without the DSL, to check megakernels against.
 //!
-//! Arithmetic is f32 (see [`crate::ops`]). Activations are rounded to bf16 exactly where a
-//! bf16 GPU implementation stores them:
+//! Arithmetic is f32 (see [`crate::ops`]). Activations are rounded to bf16 exactly where
+//! the decode megakernel ([`crate::decode`]) stores them, with its fused epilogues:
 //!
 //! 1. the residual stream `h` (the embedding row, then after each residual add);
 //! 2. every RMSNorm output (rounded once, after the weight);
-//! 3. every projection output: q, k, v, o, gate, up, down;
+//! 3. the projections q, k, v;
 //! 4. q and k after RoPE (k is stored to the cache so; v as projected);
 //! 5. each head's attention output (softmax and weighted sum in f32);
-//! 6. the MLP activation `silu(gate) · up` (computed from the rounded gate and up).
+//! 6. the MLP activation `silu(gate) · up`, computed from the f32 gate and up (one GEMV
+//!    pass over both weights, rounded once).
 //!
-//! The residual adds are `h ← bf16(h + bf16(o))` and `h ← bf16(h + bf16(down))`. The
-//! logits are not rounded: they are written as f32 and argmax takes the first maximum.
+//! The residual adds are fused into the output and down projections:
+//! `h ← bf16(h + o)` and `h ← bf16(h + down)` with `o` and `down` in f32 (Hugging Face
+//! rounds `o` and `down` to bf16 first; the difference is within bf16's precision). RoPE
+//! angles are computed in f64 as the kernel does ([`crate::rope`]). The logits are not
+//! rounded: they are written as f32 and argmax takes the first maximum.
 
 use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
@@ -24,7 +28,7 @@ use et_core::{Tensor, bf16};
 /// The reference model: weights and their RoPE frequencies.
 pub struct Reference<'w> {
     weights: &'w LlamaWeights,
-    inv_freq: Vec<f32>,
+    inv_freq: Vec<f64>,
 }
 
 /// What [`Reference::generate`] returns.
@@ -137,17 +141,16 @@ impl<'w> Reference<'w> {
             let x = rms_norm(&h, layer(&w.mlp_norm, l), eps);
             let gate = matvec(layer(&w.w_gate, l), &x);
             let up = matvec(layer(&w.w_up, l), &x);
-            let act: Vec<f32> =
-                gate.iter().zip(&up).map(|(&g, &u)| round_bf16(silu(round_bf16(g)) * round_bf16(u))).collect();
+            let act: Vec<f32> = gate.iter().zip(&up).map(|(&g, &u)| round_bf16(silu(g) * u)).collect();
             residual_add(&mut h, matvec(layer(&w.w_down, l), &act));
         }
         Ok(matvec(w.head().as_slice(), &rms_norm(&h, w.final_norm.as_slice(), eps)))
     }
 }
 
-/// `h ← bf16(h + bf16(y))`.
+/// `h ← bf16(h + y)`, `y` in f32: the residual add fused into a projection's epilogue.
 fn residual_add(h: &mut [f32], y: Vec<f32>) {
-    h.iter_mut().zip(y).for_each(|(h, y)| *h = round_bf16(*h + round_bf16(y)));
+    h.iter_mut().zip(y).for_each(|(h, y)| *h = round_bf16(*h + y));
 }
 
 /// Layer `l` of a stacked `[L, ..]` tensor.

@@ -207,13 +207,13 @@ mod tests {
         let a = LlamaWeights::random(&c, 7).unwrap();
         assert_eq!(a, LlamaWeights::random(&c, 7).unwrap());
         assert_ne!(a.wq, LlamaWeights::random(&c, 8).unwrap().wq);
-        assert_eq!(a.wq.shape(), &[2, 64, 64]);
-        assert_eq!(a.wk.shape(), &[2, 32, 64]);
-        assert_eq!(a.wo.shape(), &[2, 64, 64]);
-        assert_eq!(a.w_down.shape(), &[2, 64, 128]);
+        assert_eq!(a.wq.shape(), &[2, 256, 128]);
+        assert_eq!(a.wk.shape(), &[2, 128, 128]);
+        assert_eq!(a.wo.shape(), &[2, 128, 256]);
+        assert_eq!(a.w_down.shape(), &[2, 128, 256]);
         assert!(a.lm_head.is_none() && std::ptr::eq(a.head(), &a.embed));
         let max = |t: &Tensor<bf16>| t.as_slice().iter().map(|v| v.to_f32().abs()).fold(0f32, f32::max);
-        assert!(max(&a.w_down) <= 1.0 / 128f32.sqrt() && max(&a.w_down) > 0.5 / 128f32.sqrt());
+        assert!(max(&a.w_down) <= 1.0 / 256f32.sqrt() && max(&a.w_down) > 0.5 / 256f32.sqrt());
         // within 0.1 and bf16's rounding near 1.1
         assert!(a.attn_norm.as_slice().iter().all(|v| (v.to_f32() - 1.0).abs() <= 0.1 + 1.0 / 256.0));
         // distinct tensors get distinct streams
@@ -228,17 +228,17 @@ mod tests {
         assert_eq!(named.len(), 2 + 9 * 2 + 1);
         assert_eq!(named[0].0, "model.embed_tokens.weight");
         let q1 = named.iter().find(|(n, ..)| n == "model.layers.1.self_attn.q_proj.weight").unwrap();
-        assert_eq!(q1.1, [64, 64]);
-        assert_eq!(q1.2, &w.wq.as_slice()[64 * 64..]);
+        assert_eq!(q1.1, [256, 128]);
+        assert_eq!(q1.2, &w.wq.as_slice()[256 * 128..]);
         assert_eq!(named.last().unwrap().0, "lm_head.weight");
         let total: usize = named.iter().map(|(_, _, d)| d.len()).sum();
-        assert_eq!(total, w.layer_tensors().iter().map(|t| t.len()).sum::<usize>() + 2 * 256 * 64 + 64);
+        assert_eq!(total, w.layer_tensors().iter().map(|t| t.len()).sum::<usize>() + 2 * 256 * 128 + 128);
     }
 
     #[test]
     fn embedding_checks_the_token() {
         let w = LlamaWeights::random(&LlamaConfig::preset("tiny").unwrap(), 0).unwrap();
-        assert_eq!(w.embedding(3).unwrap(), &w.embed.as_slice()[192..256]);
+        assert_eq!(w.embedding(3).unwrap(), &w.embed.as_slice()[384..512]);
         assert!(w.embedding(256).unwrap_err().to_string().contains("token id 256 is outside the vocabulary of 256"));
     }
 }

@@ -1,0 +1,338 @@
+//! The decode step of every layer as ONE megakernel.
+//!
+//! One launch reads a token per sequence and its position, runs the embedding lookup, all
+//! `L` layers (RMSNorm → fused QKV GEMV → RoPE + KV append → split-KV GQA attention →
+//! output projection + residual → RMSNorm → gate/up GEMV + SiLU → down projection +
+//! residual), the final norm, the LM head and a split argmax, and writes the logits and
+//! the next token of every sequence.
+//!
+//! **The layer loop is in the tile domain.** Every per-layer group has the layer `l` as
+//! its first tile index over the stacked `[L, ..]` weights (flattened to the ranks the ops
+//! take: layer `l`'s row tile `r` of a `[L · T · N, K]` weight is tile `l · T + r`), and
+//! the residual stream of layer `l` is row block `l` of `hs` (`[(L + 1) · B, hidden]`).
+//! `down[l, r]` signals `h[l + 1, r]`, `norm1[l, b]` waits `h[l, ..]`: the groups form a
+//! cycle in which `l` advances, which the DSL proves acyclic (et-graph's ranking proof),
+//! so the generated CUDA does not grow with `L`, a symbolic dim read from the weights.
+//!
+//! **Events are per tile.** A consumer waits for exactly what it reads: RoPE for one KV
+//! head waits the QKV row tiles of that head's slice (`qd[l, k·RT .. k·RT + RT]`), an
+//! attention chunk its head's RoPE, a merge its head's chunks; the GEMVs after a norm wait
+//! for the norm of every sequence, and a norm for every tile of its input row, because
+//! they read the whole hidden vector (exact, not a stage barrier).
+//!
+//! **Nothing depends on the position.** Positions and lengths are `i32` tensors read on
+//! the device; each KV head's cache is split into `S` chunks of `C` positions, and a chunk
+//! past the length is empty (`attention_partial` reads `len`), so one task graph serves
+//! every step. Every activation has a row block per layer (no scratch reuse, so no
+//! write-after-read hazard to order), which costs `O(L · B · hidden)` bf16.
+//!
+//! **Rounding** is the reference's ([`crate::reference`]): bf16 stores of `h`, the norm
+//! outputs, q/k/v (q and k again after RoPE), the attention output and `silu(gate)·up`;
+//! f32 logits.
+//!
+//! Static sizes (hidden size, head geometry, batch, tiles) are dims of the megakernel, so
+//! `decode_step!` stamps one megakernel per model shape and batch size; [`crate::Stamp`] lists
+//! them and [`crate::decoder::Decoder`] picks one.
+
+use crate::attention_ops::{attention_merge_row, rope_append};
+use et_core::prelude::*;
+
+/// Stamps the decode megakernel for one model shape and batch size.
+///
+/// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
+/// dim; `V` vocabulary; `S` KV chunks of `C` positions. GEMV row tiles: the fused QKV
+/// projection (`NKV · (G + 2) · D` rows, per KV head `G` query heads, its key, its value)
+/// in `QT` tiles of `NQ` rows, `RT = (G + 2) · D / NQ` of them per KV head; the output
+/// projection in `OT` tiles of `NO`; gate/up in `MT` tiles of `NM` (intermediate size
+/// `MT · NM`); down in `DT` tiles of `ND` (`DT · ND = HD`, also the tiles of the
+/// embedding); the LM head in `VT` tiles of `NV` (`VT · NV = V`). Then the RMSNorm
+/// epsilon, the RoPE parameters (theta, factor, low and high frequency factors, original
+/// context) and the attention scale `1/√D`.
+macro_rules! decode_step {
+    ($name:ident, B = $b:literal, HD = $hd:literal, NKV = $nkv:literal, G = $g:literal, D = $d:literal,
+     V = $v:literal, S = $s:literal, C = $c:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
+     NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
+     NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
+     scale = $scale:tt) => {
+        const _: () = assert!(
+            $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
+                && $dt * $nd == $hd && $vt * $nv == $v,
+            "decode_step!: the tile counts do not cover the model's sizes"
+        );
+
+        /// One decode step of every layer as one megakernel (see [`crate::decode`]).
+        #[megakernel(dims(B = $b, HD = $hd, NKV = $nkv, G = $g, D = $d, V = $v, S = $s, C = $c, NQ = $nq,
+                          QT = $qt, RT = $rt, NO = $no, OT = $ot, NM = $nm, MT = $mt, ND = $nd, DT = $dt,
+                          NV = $nv, VT = $vt))]
+        pub fn $name(
+            ids: &Tensor<i32, { [B] }>,
+            pos: &Tensor<i32, { [B] }>,
+            len: &Tensor<i32, { [B] }>,
+            table: &Tensor<bf16, { [V, HD] }>,
+            lm_head: &Tensor<bf16, { [V, HD] }>,
+            attn_norm: &Tensor<bf16, { [L * HD] }>,
+            wqkv: &Tensor<bf16, { [L * QT * NQ, HD] }>,
+            wo: &Tensor<bf16, { [L * OT * NO, NKV * G * D] }>,
+            mlp_norm: &Tensor<bf16, { [L * HD] }>,
+            w_gate: &Tensor<bf16, { [L * MT * NM, HD] }>,
+            w_up: &Tensor<bf16, { [L * MT * NM, HD] }>,
+            w_down: &Tensor<bf16, { [L * DT * ND, MT * NM] }>,
+            final_norm: &Tensor<bf16, { [HD] }>,
+            kc: &mut Tensor<bf16, { [L * B * NKV, S * C, D] }>,
+            vc: &mut Tensor<bf16, { [L * B * NKV, S * C, D] }>,
+            hs: &mut Tensor<bf16, { [L * B + B, HD] }>,
+            hm: &mut Tensor<bf16, { [L * B, HD] }>,
+            xn: &mut Tensor<bf16, { [L * B, HD] }>,
+            xm: &mut Tensor<bf16, { [L * B, HD] }>,
+            qkv: &mut Tensor<bf16, { [L * B, QT * NQ] }>,
+            q: &mut Tensor<bf16, { [L * B * NKV * G, D] }>,
+            po: &mut Tensor<f32, { [L * B * NKV * S * G, D] }>,
+            pml: &mut Tensor<f32, { [L * B * NKV * S * G, 2] }>,
+            attn: &mut Tensor<bf16, { [L * B, NKV * G * D] }>,
+            act: &mut Tensor<bf16, { [L * B, MT * NM] }>,
+            xf: &mut Tensor<bf16, { [B, HD] }>,
+            logits: &mut Tensor<f32, { [B, VT * NV] }>,
+            best: &mut Tensor<f32, { [B, VT] }>,
+            index: &mut Tensor<i32, { [B, VT] }>,
+            next: &mut Tensor<i32, { [B] }>,
+        ) {
+            // h[l, r]: column tile r of the residual stream entering layer l (all sequences)
+            let h = event!([L + 1, DT]);
+            let n1 = event!([L]);
+            let qd = event!([L, QT]);
+            let roped = event!([L, B, NKV]);
+            let parts = event!([L, B, NKV]);
+            let merged = event!([L]);
+            let od = event!([L]);
+            let n2 = event!([L]);
+            let md = event!([L]);
+            let fdone = event!([1]);
+            let chosen = event!([1]);
+            tile!(emb[r] in [DT] {
+                embed(table.tile([0, r], [V, ND]), ids.tile([0], [B]), hs.tile([0, r], [B, ND]));
+                signal!(h[0, r]);
+            });
+            tile!(norm1[l, b] in [L, B] {
+                wait!(h[l, ..]);
+                rms_norm(hs.tile([l * B + b, 0], [1, HD]), attn_norm.tile([l], [HD]), $eps, xn.tile([l * B + b, 0], [1, HD]));
+                signal!(n1[l]);
+            });
+            tile!(qkv_proj[l, r] in [L, QT] {
+                wait!(n1[l]);
+                matvec(wqkv.tile([l * QT + r, 0], [NQ, HD]), xn.tile([l, 0], [B, HD]), qkv.tile([l, r], [B, NQ]));
+                signal!(qd[l, r]);
+            });
+            tile!(rope[l, b, k] in [L, B, NKV] {
+                wait!(qd[l, k * RT .. k * RT + RT]);
+                rope_append(
+                    qkv.tile([l * B + b, k], [1, (G + 2) * D]),
+                    pos.tile([b], [1]),
+                    $theta, $factor, $low, $high, $orig,
+                    q.tile([(l * B + b) * NKV + k, 0], [G, D]),
+                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                );
+                signal!(roped[l, b, k]);
+            });
+            tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
+                wait!(roped[l, b, k]);
+                attention_partial(
+                    q.tile([(l * B + b) * NKV + k, 0], [G, D]),
+                    kc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
+                    vc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
+                    len.tile([b], [1]),
+                    c * C,
+                    $scale,
+                    po.tile([((l * B + b) * NKV + k) * S + c, 0], [G, D]),
+                    pml.tile([((l * B + b) * NKV + k) * S + c, 0], [G, 2]),
+                );
+                signal!(parts[l, b, k]);
+            });
+            tile!(merge[l, b, k] in [L, B, NKV] {
+                wait!(parts[l, b, k]);
+                attention_merge_row(
+                    po.tile([(l * B + b) * NKV + k, 0], [S * G, D]),
+                    pml.tile([(l * B + b) * NKV + k, 0], [S * G, 2]),
+                    attn.tile([l * B + b, k], [1, G * D]),
+                );
+                signal!(merged[l]);
+            });
+            tile!(o_proj[l, r] in [L, OT] {
+                wait!(merged[l]);
+                matvec_residual(
+                    wo.tile([l * OT + r, 0], [NO, NKV * G * D]),
+                    attn.tile([l, 0], [B, NKV * G * D]),
+                    hs.tile([l, r], [B, NO]),
+                    hm.tile([l, r], [B, NO]),
+                );
+                signal!(od[l]);
+            });
+            tile!(norm2[l, b] in [L, B] {
+                wait!(od[l]);
+                rms_norm(hm.tile([l * B + b, 0], [1, HD]), mlp_norm.tile([l], [HD]), $eps, xm.tile([l * B + b, 0], [1, HD]));
+                signal!(n2[l]);
+            });
+            tile!(mlp[l, r] in [L, MT] {
+                wait!(n2[l]);
+                matvec_silu(
+                    w_gate.tile([l * MT + r, 0], [NM, HD]),
+                    w_up.tile([l * MT + r, 0], [NM, HD]),
+                    xm.tile([l, 0], [B, HD]),
+                    act.tile([l, r], [B, NM]),
+                );
+                signal!(md[l]);
+            });
+            tile!(down[l, r] in [L, DT] {
+                wait!(md[l]);
+                matvec_residual(
+                    w_down.tile([l * DT + r, 0], [ND, MT * NM]),
+                    act.tile([l, 0], [B, MT * NM]),
+                    hm.tile([l, r], [B, ND]),
+                    hs.tile([l + 1, r], [B, ND]),
+                );
+                signal!(h[l + 1, r]);
+            });
+            tile!(final_norm_row[b] in [B] {
+                wait!(h[L, ..]);
+                rms_norm(hs.tile([L * B + b, 0], [1, HD]), final_norm.tile([0], [HD]), $eps, xf.tile([b, 0], [1, HD]));
+                signal!(fdone[0]);
+            });
+            tile!(head[t] in [VT] {
+                wait!(fdone[0]);
+                matvec(lm_head.tile([t, 0], [NV, HD]), xf.tile([0, 0], [B, HD]), logits.tile([0, t], [B, NV]));
+                argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
+                signal!(chosen[0]);
+            });
+            tile!(pick[i] in [1] {
+                wait!(chosen[i]);
+                argmax_merge(best.tile([0, 0], [B, VT]), index.tile([0, 0], [B, VT]), next.tile([0], [B]));
+            });
+        }
+    };
+}
+
+decode_step!(
+    decode_tiny_b1,
+    B = 1,
+    HD = 128,
+    NKV = 2,
+    G = 2,
+    D = 64,
+    V = 256,
+    S = 8,
+    C = 4,
+    NQ = 64,
+    QT = 8,
+    RT = 4,
+    NO = 32,
+    OT = 4,
+    NM = 64,
+    MT = 4,
+    ND = 32,
+    DT = 4,
+    NV = 64,
+    VT = 4,
+    eps = 0.00001,
+    rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_tiny_b2,
+    B = 2,
+    HD = 128,
+    NKV = 2,
+    G = 2,
+    D = 64,
+    V = 256,
+    S = 8,
+    C = 4,
+    NQ = 64,
+    QT = 8,
+    RT = 4,
+    NO = 32,
+    OT = 4,
+    NM = 64,
+    MT = 4,
+    ND = 32,
+    DT = 4,
+    NV = 64,
+    VT = 4,
+    eps = 0.00001,
+    rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_1b_b1,
+    B = 1,
+    HD = 2048,
+    NKV = 8,
+    G = 4,
+    D = 64,
+    V = 128256,
+    S = 16,
+    C = 512,
+    NQ = 16,
+    QT = 192,
+    RT = 24,
+    NO = 16,
+    OT = 128,
+    NM = 64,
+    MT = 128,
+    ND = 16,
+    DT = 128,
+    NV = 256,
+    VT = 501,
+    eps = 0.00001,
+    rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_1b_b8,
+    B = 8,
+    HD = 2048,
+    NKV = 8,
+    G = 4,
+    D = 64,
+    V = 128256,
+    S = 16,
+    C = 512,
+    NQ = 16,
+    QT = 192,
+    RT = 24,
+    NO = 16,
+    OT = 128,
+    NM = 64,
+    MT = 128,
+    ND = 16,
+    DT = 128,
+    NV = 256,
+    VT = 501,
+    eps = 0.00001,
+    rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
+    scale = 0.125
+);
+decode_step!(
+    decode_8b_b1,
+    B = 1,
+    HD = 4096,
+    NKV = 8,
+    G = 4,
+    D = 128,
+    V = 128256,
+    S = 16,
+    C = 512,
+    NQ = 32,
+    QT = 192,
+    RT = 24,
+    NO = 32,
+    OT = 128,
+    NM = 112,
+    MT = 128,
+    ND = 32,
+    DT = 128,
+    NV = 256,
+    VT = 501,
+    eps = 0.00001,
+    rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
+    scale = 0.08838834764831845
+);

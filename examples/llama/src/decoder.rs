@@ -1,0 +1,368 @@
+//! Running the decode megakernel: the weights and KV cache on a backend, one launch per
+//! step, and greedy generation through it.
+//!
+//! [`Decoder::new`] picks the megakernel stamped for the weights' shapes and the batch
+//! size ([`Stamp`]), packs the weights into the layouts it reads (the fused QKV weight,
+//! every stacked tensor flattened to the rank its op takes) and uploads them with the
+//! KV cache and the per-layer activations; nothing is rebuilt between steps, the
+//! positions are data.
+
+use crate::config::LlamaConfig;
+use crate::decode::{decode_1b_b1, decode_1b_b8, decode_8b_b1, decode_tiny_b1, decode_tiny_b2};
+use crate::error::{Error, Result};
+use crate::reference::Generation;
+use crate::weights::LlamaWeights;
+use et_core::backend::LaunchReport;
+use et_core::{Backend, LaunchOptions, Tensor, bf16};
+use std::time::{Duration, Instant};
+
+/// One stamped decode megakernel: the model shape (a preset) and the batch size it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    /// `tiny`, one sequence.
+    TinyB1,
+    /// `tiny`, two sequences.
+    TinyB2,
+    /// `llama-3.2-1b`, one sequence.
+    Llama1bB1,
+    /// `llama-3.2-1b`, eight sequences.
+    Llama1bB8,
+    /// `llama-3.1-8b`, one sequence.
+    Llama8bB1,
+}
+
+/// The static sizes of a stamp that the host needs (the rest come from the config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// The preset whose shapes the megakernel has.
+    pub preset: &'static str,
+    /// Sequences per step.
+    pub batch: usize,
+    /// KV chunks per head.
+    pub chunks: usize,
+    /// Positions per KV chunk (the cache holds `chunks · chunk` positions).
+    pub chunk: usize,
+    /// Vocabulary tiles of the LM head (the argmax's partials).
+    pub vocab_tiles: usize,
+}
+
+impl Stamp {
+    /// Every stamp.
+    pub const ALL: [Stamp; 5] = [Stamp::TinyB1, Stamp::TinyB2, Stamp::Llama1bB1, Stamp::Llama1bB8, Stamp::Llama8bB1];
+
+    /// Its static sizes (the literals of its `decode_step!` line in [`crate::decode`]).
+    pub fn geometry(self) -> Geometry {
+        let (preset, batch, chunks, chunk, vocab_tiles) = match self {
+            Stamp::TinyB1 => ("tiny", 1, 8, 4, 4),
+            Stamp::TinyB2 => ("tiny", 2, 8, 4, 4),
+            Stamp::Llama1bB1 => ("llama-3.2-1b", 1, 16, 512, 501),
+            Stamp::Llama1bB8 => ("llama-3.2-1b", 8, 16, 512, 501),
+            Stamp::Llama8bB1 => ("llama-3.1-8b", 1, 16, 512, 501),
+        };
+        Geometry { preset, batch, chunks, chunk, vocab_tiles }
+    }
+
+    /// The stamp for `config`'s shapes and `batch` sequences: the config must equal its
+    /// preset in everything the megakernel has as a constant (all but the number of
+    /// layers, a run-time dim, and the tied head, an argument).
+    pub fn find(config: &LlamaConfig, batch: usize) -> Result<Stamp> {
+        let constant = |c: &LlamaConfig| LlamaConfig {
+            num_layers: 0,
+            tie_word_embeddings: false,
+            max_position_embeddings: 0,
+            ..c.clone()
+        };
+        let shaped: Vec<Stamp> = Stamp::ALL
+            .into_iter()
+            .filter(|s| LlamaConfig::preset(s.geometry().preset).is_ok_and(|p| constant(&p) == constant(config)))
+            .collect();
+        if let Some(s) = shaped.iter().find(|s| s.geometry().batch == batch) {
+            return Ok(*s);
+        }
+        let batches: Vec<String> = shaped.iter().map(|s| s.geometry().batch.to_string()).collect();
+        Err(Error::Input(if batches.is_empty() {
+            "no decode megakernel is stamped for this model's shapes (the presets tiny, llama-3.2-1b and llama-3.1-8b are)"
+                .into()
+        } else {
+            format!("no decode megakernel for a batch of {batch} with this model (batches: {})", batches.join(", "))
+        }))
+    }
+}
+
+/// A tensor of `t`'s data under another shape of the same size.
+fn reshaped<T: et_core::Element>(t: &Tensor<T>, shape: &[usize]) -> Tensor<T> {
+    Tensor::from_vec(shape, t.as_slice().to_vec()).expect("the same number of elements")
+}
+
+/// The fused QKV weight `[L · NKV · (G + 2) · D, hidden]`: per layer and KV head, the
+/// rows of its `G` query heads, then its key, then its value (so that one sequence's
+/// slice for a KV head is one contiguous piece of the GEMV's output row).
+pub fn pack_qkv(w: &LlamaWeights) -> Tensor<bf16> {
+    let c = &w.config;
+    let (l, h, d, g, nkv) = (c.num_layers, c.hidden_size, c.head_dim, c.group_size(), c.num_kv_heads);
+    let rows = nkv * (g + 2) * d;
+    let mut out = Vec::with_capacity(l * rows * h);
+    fn row(t: &Tensor<bf16>, layer: usize, r: usize) -> &[bf16] {
+        let (per, h) = (t.shape()[1], t.shape()[2]);
+        &t.as_slice()[(layer * per + r) * h..(layer * per + r + 1) * h]
+    }
+    for layer in 0..l {
+        for k in 0..nkv {
+            for r in k * g * d..(k + 1) * g * d {
+                out.extend_from_slice(row(&w.wq, layer, r));
+            }
+            for t in [&w.wk, &w.wv] {
+                for r in k * d..(k + 1) * d {
+                    out.extend_from_slice(row(t, layer, r));
+                }
+            }
+        }
+    }
+    Tensor::from_vec(&[l * rows, h], out).expect("packed rows")
+}
+
+/// What one [`Decoder::step`] returns.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The argmax of each sequence's logits (the megakernel's split argmax).
+    pub next: Vec<u32>,
+    /// The logits `[B, vocab]` (f32), when asked for.
+    pub logits: Option<Tensor<f32>>,
+    /// The backend's report of the launch.
+    pub report: LaunchReport,
+    /// Host wall time of the launch (uploads of the ids and positions included, the
+    /// downloads of the results not).
+    pub wall: Duration,
+}
+
+/// The decode megakernel of one model and batch size on a backend, with its KV cache.
+pub struct Decoder<'b, Bk: Backend> {
+    backend: &'b Bk,
+    stamp: Stamp,
+    config: LlamaConfig,
+    /// Launch options of every step (schedule, chaos, trace, ..).
+    pub options: LaunchOptions,
+    table: Bk::Tensor<bf16>,
+    lm_head: Option<Bk::Tensor<bf16>>,
+    attn_norm: Bk::Tensor<bf16>,
+    wqkv: Bk::Tensor<bf16>,
+    wo: Bk::Tensor<bf16>,
+    mlp_norm: Bk::Tensor<bf16>,
+    w_gate: Bk::Tensor<bf16>,
+    w_up: Bk::Tensor<bf16>,
+    w_down: Bk::Tensor<bf16>,
+    final_norm: Bk::Tensor<bf16>,
+    kc: Bk::Tensor<bf16>,
+    vc: Bk::Tensor<bf16>,
+    hs: Bk::Tensor<bf16>,
+    hm: Bk::Tensor<bf16>,
+    xn: Bk::Tensor<bf16>,
+    xm: Bk::Tensor<bf16>,
+    qkv: Bk::Tensor<bf16>,
+    q: Bk::Tensor<bf16>,
+    po: Bk::Tensor<f32>,
+    pml: Bk::Tensor<f32>,
+    attn: Bk::Tensor<bf16>,
+    act: Bk::Tensor<bf16>,
+    xf: Bk::Tensor<bf16>,
+    logits: Bk::Tensor<f32>,
+    best: Bk::Tensor<f32>,
+    index: Bk::Tensor<i32>,
+    next: Bk::Tensor<i32>,
+}
+
+impl<'b, Bk: Backend> Decoder<'b, Bk> {
+    /// Uploads `weights` for steps of `batch` sequences; the KV cache starts zeroed and
+    /// the activations poisoned (NaN), so a read of something not written this step shows.
+    pub fn new(backend: &'b Bk, weights: &LlamaWeights, batch: usize, options: LaunchOptions) -> Result<Self> {
+        let c = &weights.config;
+        let stamp = Stamp::find(c, batch)?;
+        let geo = stamp.geometry();
+        let (l, h, i, d, nkv, g) =
+            (c.num_layers, c.hidden_size, c.intermediate_size, c.head_dim, c.num_kv_heads, c.group_size());
+        let (b, s, v) = (batch, geo.chunks, c.vocab_size);
+        let up = |t: &Tensor<bf16>| backend.upload(t).map_err(Error::from);
+        let zeros = |shape: &[usize]| backend.upload(&Tensor::<bf16>::zeros(shape)).map_err(Error::from);
+        let nan = |shape: &[usize]| backend.upload(&Tensor::<bf16>::poisoned(shape)).map_err(Error::from);
+        let nan32 = |shape: &[usize]| backend.upload(&Tensor::<f32>::poisoned(shape)).map_err(Error::from);
+        let cache = [l * b * nkv, geo.chunks * geo.chunk, d];
+        Ok(Decoder {
+            backend,
+            stamp,
+            config: c.clone(),
+            options,
+            table: up(&weights.embed)?,
+            lm_head: weights.lm_head.as_ref().map(up).transpose()?,
+            attn_norm: up(&reshaped(&weights.attn_norm, &[l * h]))?,
+            wqkv: up(&pack_qkv(weights))?,
+            wo: up(&reshaped(&weights.wo, &[l * h, nkv * g * d]))?,
+            mlp_norm: up(&reshaped(&weights.mlp_norm, &[l * h]))?,
+            w_gate: up(&reshaped(&weights.w_gate, &[l * i, h]))?,
+            w_up: up(&reshaped(&weights.w_up, &[l * i, h]))?,
+            w_down: up(&reshaped(&weights.w_down, &[l * h, i]))?,
+            final_norm: up(&weights.final_norm)?,
+            kc: zeros(&cache)?,
+            vc: zeros(&cache)?,
+            hs: nan(&[(l + 1) * b, h])?,
+            hm: nan(&[l * b, h])?,
+            xn: nan(&[l * b, h])?,
+            xm: nan(&[l * b, h])?,
+            qkv: nan(&[l * b, nkv * (g + 2) * d])?,
+            q: nan(&[l * b * nkv * g, d])?,
+            po: nan32(&[l * b * nkv * s * g, d])?,
+            pml: nan32(&[l * b * nkv * s * g, 2])?,
+            attn: nan(&[l * b, nkv * g * d])?,
+            act: nan(&[l * b, i])?,
+            xf: nan(&[b, h])?,
+            logits: nan32(&[b, v])?,
+            best: nan32(&[b, geo.vocab_tiles])?,
+            index: backend.upload(&Tensor::<i32>::from_vec(&[b, geo.vocab_tiles], vec![-7; b * geo.vocab_tiles])?)?,
+            next: backend.upload(&Tensor::<i32>::from_vec(&[b], vec![-7; b])?)?,
+        })
+    }
+
+    /// The megakernel this decoder launches.
+    pub fn stamp(&self) -> Stamp {
+        self.stamp
+    }
+
+    /// Positions the KV cache holds per sequence.
+    pub fn max_positions(&self) -> usize {
+        let g = self.stamp.geometry();
+        g.chunks * g.chunk
+    }
+
+    /// One decode step: sequence `b` reads `tokens[b]` at `positions[b]`, appends its key
+    /// and value there and attends over positions `0..=positions[b]`, which earlier steps
+    /// must have filled. Returns the next tokens, and the logits when `want_logits`.
+    pub fn step(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Step> {
+        let batch = self.stamp.geometry().batch;
+        if tokens.len() != batch || positions.len() != batch {
+            return Err(Error::Input(format!(
+                "{} tokens and {} positions given for a batch of {batch}",
+                tokens.len(),
+                positions.len()
+            )));
+        }
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(Error::Input(format!("token id {t} is outside the vocabulary of {}", self.config.vocab_size)));
+        }
+        if let Some(p) = positions.iter().find(|&&p| p >= self.max_positions()) {
+            return Err(Error::Input(format!(
+                "position {p} is past the KV cache's {} positions",
+                self.max_positions()
+            )));
+        }
+        let ints = |v: Vec<i32>| Tensor::from_vec(&[batch], v);
+        let t0 = Instant::now();
+        let be = self.backend;
+        let ids = be.upload(&ints(tokens.iter().map(|&t| t as i32).collect())?)?;
+        let pos = be.upload(&ints(positions.iter().map(|&p| p as i32).collect())?)?;
+        let len = be.upload(&ints(positions.iter().map(|&p| p as i32 + 1).collect())?)?;
+        let head = self.lm_head.as_ref().unwrap_or(&self.table);
+        macro_rules! launch {
+            ($m:ident) => {
+                $m::launch_with(
+                    be,
+                    &self.options,
+                    &ids,
+                    &pos,
+                    &len,
+                    &self.table,
+                    head,
+                    &self.attn_norm,
+                    &self.wqkv,
+                    &self.wo,
+                    &self.mlp_norm,
+                    &self.w_gate,
+                    &self.w_up,
+                    &self.w_down,
+                    &self.final_norm,
+                    &mut self.kc,
+                    &mut self.vc,
+                    &mut self.hs,
+                    &mut self.hm,
+                    &mut self.xn,
+                    &mut self.xm,
+                    &mut self.qkv,
+                    &mut self.q,
+                    &mut self.po,
+                    &mut self.pml,
+                    &mut self.attn,
+                    &mut self.act,
+                    &mut self.xf,
+                    &mut self.logits,
+                    &mut self.best,
+                    &mut self.index,
+                    &mut self.next,
+                )
+            };
+        }
+        let report = match self.stamp {
+            Stamp::TinyB1 => launch!(decode_tiny_b1),
+            Stamp::TinyB2 => launch!(decode_tiny_b2),
+            Stamp::Llama1bB1 => launch!(decode_1b_b1),
+            Stamp::Llama1bB8 => launch!(decode_1b_b8),
+            Stamp::Llama8bB1 => launch!(decode_8b_b1),
+        }?;
+        let wall = t0.elapsed();
+        let next = be.download(&self.next)?;
+        let next = next
+            .as_slice()
+            .iter()
+            .map(|&t| {
+                u32::try_from(t)
+                    .map_err(|_| Error::Input(format!("the megakernel's argmax returned {t} (NaN logits?)")))
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        let logits = if want_logits { Some(be.download(&self.logits)?) } else { None };
+        Ok(Step { next, logits, report, wall })
+    }
+
+    /// Greedy generation of `n_tokens` per prompt, as [`crate::Reference::generate`]: the
+    /// prompts are fed one token per step, all sequences at the same position, a
+    /// sequence whose prompt is consumed feeding back its last output. Calls `each` after
+    /// every step; the logits of the last step are returned.
+    pub fn generate(
+        &mut self,
+        prompts: &[Vec<u32>],
+        n_tokens: usize,
+        mut each: impl FnMut(usize, &Step),
+    ) -> Result<Generation> {
+        if prompts.len() != self.stamp.geometry().batch {
+            return Err(Error::Input(format!(
+                "{} prompts for a decoder of batch {}",
+                prompts.len(),
+                self.stamp.geometry().batch
+            )));
+        }
+        if prompts.iter().any(Vec::is_empty) || n_tokens == 0 {
+            return Err(Error::Input("generation needs non-empty prompts and at least one token".into()));
+        }
+        let steps = prompts.iter().map(Vec::len).max().expect("non-empty") + n_tokens - 1;
+        if steps > self.max_positions() {
+            return Err(Error::Input(format!(
+                "{steps} positions exceed the KV cache's {} positions",
+                self.max_positions()
+            )));
+        }
+        let mut tokens: Vec<Vec<u32>> = vec![Vec::with_capacity(n_tokens); prompts.len()];
+        let mut logits = None;
+        for pos in 0..steps {
+            let input: Vec<u32> = prompts
+                .iter()
+                .zip(&tokens)
+                .map(|(p, out)| p.get(pos).or(out.last()).copied().expect("a prompt or an output token"))
+                .collect();
+            let step = self.step(&input, &vec![pos; prompts.len()], pos + 1 == steps)?;
+            for ((p, out), &next) in prompts.iter().zip(&mut tokens).zip(&step.next) {
+                if pos + 1 >= p.len() && out.len() < n_tokens {
+                    out.push(next);
+                }
+            }
+            each(pos, &step);
+            logits = step.logits;
+        }
+        Ok(Generation { tokens, logits: logits.expect("the last step downloads its logits") })
+    }
+}

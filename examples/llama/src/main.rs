@@ -1,0 +1,140 @@
+//! `llama`: greedy decoding with the decode megakernel (every layer in one launch per
+//! step) on the GPU where there is one, else on the CPU backend.
+//!
+//!     cargo run -p llama --release [-- --config tiny --tokens 16 --batch 2 --cpu]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use et_core::{Backend, Cpu, LaunchOptions};
+use llama::{Decoder, LlamaConfig, LlamaWeights};
+
+/// Greedy Llama 3 decoding, one megakernel launch per step.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Model shapes: tiny, llama-3.2-1b or llama-3.1-8b [default: llama-3.2-1b on a GPU, tiny on the CPU].
+    #[arg(long)]
+    config: Option<String>,
+    /// A Hugging Face model directory (config.json + *.safetensors) instead of random weights.
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The prompt's token ids, comma-separated (every sequence of the batch gets it).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    prompt_ids: Vec<u32>,
+    /// Tokens to generate per sequence.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    tokens: u32,
+    /// Sequences per step (a megakernel is stamped for: tiny 1, 2; llama-3.2-1b 1, 8; llama-3.1-8b 1).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Writes the last step's logits [batch, vocab] (f32) to this .npy file.
+    #[arg(long)]
+    logits: Option<PathBuf>,
+    /// Run on the CPU backend even where there is a GPU.
+    #[arg(long)]
+    cpu: bool,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if !args.cpu {
+        match et_device::Cuda::new(0) {
+            Ok(gpu) => {
+                println!("backend: GPU, {}", gpu.describe());
+                return decode(&gpu, &args, "llama-3.2-1b", true);
+            }
+            Err(why) => println!("no GPU ({why})"),
+        }
+    }
+    let cpu = Cpu::new();
+    println!("backend: CPU, {}", cpu.describe());
+    decode(&cpu, &args, "tiny", false)
+}
+
+fn decode<B: Backend>(
+    backend: &B,
+    args: &Args,
+    default_config: &str,
+    gpu: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let weights = match &args.weights {
+        Some(dir) => {
+            println!("loading {}", dir.display());
+            LlamaWeights::load(dir)?
+        }
+        None => {
+            let name = args.config.as_deref().unwrap_or(default_config);
+            println!("random weights of {name} (seed {})", args.seed);
+            LlamaWeights::random(&LlamaConfig::preset(name)?, args.seed)?
+        }
+    };
+    if let (Some(name), Some(_)) = (&args.config, &args.weights)
+        && llama::Stamp::find(&LlamaConfig::preset(name)?, args.batch)?
+            != llama::Stamp::find(&weights.config, args.batch)?
+    {
+        return Err(format!("--config {name} does not have the shapes of the weights in the directory").into());
+    }
+    let mut decoder = Decoder::new(backend, &weights, args.batch, LaunchOptions::default())?;
+    println!(
+        "megakernel {:?}: {} layers, batch {}, KV cache of {} positions",
+        decoder.stamp(),
+        weights.config.num_layers,
+        args.batch,
+        decoder.max_positions()
+    );
+    let prompts = vec![args.prompt_ids.clone(); args.batch];
+    if gpu {
+        println!("compiling the megakernel with NVRTC at the first step (cached on disk afterwards) ...");
+    }
+    let (mut first, mut rest, mut kernel, mut n) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0u32);
+    let t0 = Instant::now();
+    let run = decoder.generate(&prompts, args.tokens as usize, |pos, step| {
+        if pos == 0 {
+            first = step.wall;
+            println!(
+                "first step {:.1} ms ({}), {} tasks on {} workers",
+                step.wall.as_secs_f64() * 1e3,
+                if step.report.compiled { "compiling included" } else { "from the cache" },
+                step.report.tasks,
+                step.report.workers
+            );
+        } else {
+            rest += step.wall;
+            kernel += step.report.elapsed;
+            n += 1;
+        }
+    })?;
+    let total = t0.elapsed();
+    for (b, tokens) in run.tokens.iter().enumerate() {
+        let ids: Vec<String> = tokens.iter().map(u32::to_string).collect();
+        println!("sequence {b}: {}", ids.join(","));
+    }
+    if n > 0 {
+        let per_step = rest / n;
+        println!(
+            "{n} steps after the first: {:.3} ms per step (kernel {:.3} ms), {:.1} tokens/s ({} sequences)",
+            per_step.as_secs_f64() * 1e3,
+            (kernel / n).as_secs_f64() * 1e3,
+            args.batch as f64 / per_step.as_secs_f64(),
+            args.batch
+        );
+    }
+    println!("total {:.2} s (first step {:.2} s)", total.as_secs_f64(), first.as_secs_f64());
+    if let Some(path) = &args.logits {
+        llama::npy::write_npy(path, &run.logits)?;
+        println!("wrote the last step's logits {:?} to {}", run.logits.shape(), path.display());
+    }
+    Ok(())
+}

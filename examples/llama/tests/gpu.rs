@@ -1,0 +1,91 @@
+//! The decode megakernel of llama-3.2-1b (random weights) on the GPU against the CPU
+//! [`Reference`]: every step's logits within bf16 tolerance at B = 1 and 8, and a 24-token
+//! greedy run token for token. The GPU sums in other orders than the CPU (warp shuffles,
+//! split-KV chunks): a step's token is compared where the reference's top-2 margin is
+//! more than twice the step's largest logit difference, which is exactly where no
+//! difference of that size can change the argmax; the test prints how many were compared
+//! and needs most of them.
+//! Run in release: `cargo test --release -p llama --test gpu -- --ignored`.
+
+use et_core::{LaunchOptions, Tensor};
+use llama::{Decoder, KvCache, LlamaConfig, LlamaWeights, Reference};
+
+fn weights() -> LlamaWeights {
+    LlamaWeights::random(&LlamaConfig::preset("llama-3.2-1b").unwrap(), 2024).unwrap()
+}
+
+/// Largest |got - want| over the largest |want|.
+fn max_error(got: &Tensor<f32>, want: &Tensor<f32>) -> f32 {
+    assert_eq!(got.shape(), want.shape());
+    let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
+    got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale
+}
+
+/// The logits' tolerance: bf16 activations (8 significant bits) rounded at other points
+/// of other sums than the reference's move logits by well under 2% of the largest.
+const LOGIT_TOL: f32 = 2e-2;
+
+/// (index of the largest, its lead over the second largest).
+fn top2(row: &[f32]) -> (usize, f32) {
+    let best = llama::ops::argmax(row);
+    let second = row.iter().enumerate().filter(|&(i, _)| i != best).fold(f32::NEG_INFINITY, |m, (_, &v)| m.max(v));
+    (best, row[best] - second)
+}
+
+/// Runs `steps` steps on the GPU and the reference side by side, both fed the
+/// reference's greedy tokens after the prompts; checks the logits of every step; returns
+/// (tokens compared, tokens that had a clear margin and agreed).
+fn side_by_side(gpu: &et_device::Cuda, w: &LlamaWeights, prompts: &[Vec<u32>], steps: usize) -> (usize, usize) {
+    let batch = prompts.len();
+    let mut dec = Decoder::new(gpu, w, batch, LaunchOptions::default()).unwrap();
+    let reference = Reference::new(w);
+    let mut cache = KvCache::new(&w.config, batch, steps);
+    let vocab = w.config.vocab_size;
+    let mut last: Vec<u32> = prompts.iter().map(|p| p[0]).collect();
+    let (mut clear, mut agreed) = (0, 0);
+    for pos in 0..steps {
+        let input: Vec<u32> = prompts.iter().zip(&last).map(|(p, &l)| *p.get(pos).unwrap_or(&l)).collect();
+        let want = reference.step(&mut cache, &input, &vec![pos; batch]).unwrap();
+        let got = dec.step(&input, &vec![pos; batch], true).unwrap();
+        let err = max_error(got.logits.as_ref().unwrap(), &want);
+        println!("B = {batch}, position {pos}: logits within {err:.2e} of the largest");
+        assert!(err <= LOGIT_TOL, "B = {batch}, position {pos}: logits differ by {err} of the largest");
+        for (b, last) in last.iter_mut().enumerate() {
+            let row = &want.as_slice()[b * vocab..(b + 1) * vocab];
+            let scale = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let (best, margin) = top2(row);
+            // every logit moved by at most err · scale: below twice that, a flip is noise
+            if margin > 2.0 * err * scale {
+                clear += 1;
+                agreed += (got.next[b] as usize == best) as usize;
+                assert_eq!(got.next[b] as usize, best, "B = {batch}, position {pos}, sequence {b}: next token");
+            }
+            *last = best as u32;
+        }
+    }
+    (clear, agreed)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn llama_3_2_1b_steps_match_the_cpu_reference_at_batch_1_and_8() {
+    let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}"));
+    let w = weights();
+    let prompts: Vec<Vec<u32>> = (0..8u32).map(|b| vec![128000, 9906 + 17 * b, 1917 + b]).collect();
+    for batch in [1, 8] {
+        let (clear, agreed) = side_by_side(&gpu, &w, &prompts[..batch], 4);
+        println!("B = {batch}: {agreed} of {clear} clear-margin next tokens agree");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn llama_3_2_1b_greedy_run_matches_token_for_token() {
+    let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}"));
+    let w = weights();
+    let prompt = vec![vec![128000u32, 791, 6864, 315]];
+    let steps = prompt[0].len() + 24 - 1;
+    let (clear, agreed) = side_by_side(&gpu, &w, &prompt, steps);
+    println!("{agreed} of {clear} clear-margin tokens agree ({steps} steps)");
+    assert!(clear * 4 >= steps * 3, "only {clear} of {steps} tokens had a clear margin: pick another seed");
+}

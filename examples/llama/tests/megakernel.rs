@@ -1,0 +1,133 @@
+//! The decode megakernel on the CPU backend against the sequential [`Reference`]: the
+//! tiny config, every step's logits and next token, greedy generation token for token, at
+//! batch 1 and 2, under chaos (random placement, order, pops and sleeps) with several
+//! seeds and both schedules. The reference rounds where the megakernel stores, and the
+//! CPU ops sum in the reference's order, so the only difference left is the split-KV
+//! attention's merge of chunk partials (f32 rounding, then an occasional bf16 ulp).
+
+use et_core::{Cpu, LaunchOptions, ScheduleKind, Tensor};
+use llama::ops::argmax;
+use llama::{Decoder, KvCache, LlamaConfig, LlamaWeights, Reference, Stamp};
+
+fn tiny(seed: u64) -> LlamaWeights {
+    LlamaWeights::random(&LlamaConfig::preset("tiny").unwrap(), seed).unwrap()
+}
+
+fn options(schedule: ScheduleKind, chaos: Option<u64>) -> LaunchOptions {
+    LaunchOptions { schedule: Some(schedule), chaos, ..Default::default() }
+}
+
+/// Largest |got - want| over the largest |want|.
+fn max_error(got: &Tensor<f32>, want: &Tensor<f32>) -> f32 {
+    assert_eq!(got.shape(), want.shape());
+    let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
+    got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale
+}
+
+/// bf16 keeps 8 significant bits: logits built from bf16 activations that differ by an
+/// ulp here and there stay well within 1% of the largest logit.
+const LOGIT_TOL: f32 = 1e-2;
+
+/// Steps the megakernel and the reference side by side through `prompts` (fed token by
+/// token) and then their greedy continuation; compares every step's logits and next
+/// tokens. Returns the generated tokens.
+fn side_by_side(w: &LlamaWeights, prompts: &[Vec<u32>], n_tokens: usize, opts: LaunchOptions) -> Vec<Vec<u32>> {
+    let cpu = Cpu::new();
+    let batch = prompts.len();
+    let mut dec = Decoder::new(&cpu, w, batch, opts).unwrap();
+    let reference = Reference::new(w);
+    let steps = prompts.iter().map(Vec::len).max().unwrap() + n_tokens - 1;
+    let mut cache = KvCache::new(&w.config, batch, steps);
+    let mut out: Vec<Vec<u32>> = vec![vec![]; batch];
+    let vocab = w.config.vocab_size;
+    for pos in 0..steps {
+        let input: Vec<u32> =
+            prompts.iter().zip(&out).map(|(p, o)| p.get(pos).or(o.last()).copied().unwrap()).collect();
+        let want = reference.step(&mut cache, &input, &vec![pos; batch]).unwrap();
+        let got = dec.step(&input, &vec![pos; batch], true).unwrap();
+        let logits = got.logits.as_ref().unwrap();
+        let err = max_error(logits, &want);
+        assert!(err <= LOGIT_TOL, "position {pos}: logits differ by {err} of the largest");
+        for b in 0..batch {
+            let row = &want.as_slice()[b * vocab..(b + 1) * vocab];
+            let got_row = &logits.as_slice()[b * vocab..(b + 1) * vocab];
+            assert_eq!(got.next[b] as usize, argmax(got_row), "the split argmax is the argmax of the logits");
+            assert_eq!(got.next[b] as usize, argmax(row), "position {pos}, sequence {b}: next token");
+            if pos + 1 >= prompts[b].len() && out[b].len() < n_tokens {
+                out[b].push(got.next[b]);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn one_step_is_the_reference_step_exactly_while_one_kv_chunk_is_live() {
+    // Positions 0..4 lie in KV chunk 0: attention has one partial, merged with weight 1,
+    // so every bf16 store and the f32 logits equal the reference's bit for bit.
+    let w = tiny(5);
+    let cpu = Cpu::new();
+    let mut dec = Decoder::new(&cpu, &w, 1, LaunchOptions::default()).unwrap();
+    assert_eq!(dec.stamp(), Stamp::TinyB1);
+    let reference = Reference::new(&w);
+    let mut cache = KvCache::new(&w.config, 1, 4);
+    for (pos, token) in [7u32, 250, 3, 3].into_iter().enumerate() {
+        let want = reference.step(&mut cache, &[token], &[pos]).unwrap();
+        let got = dec.step(&[token], &[pos], true).unwrap();
+        assert_eq!(got.logits.unwrap().as_slice(), want.as_slice(), "position {pos}");
+    }
+}
+
+#[test]
+fn greedy_generation_matches_the_reference_under_chaos() {
+    let prompt = vec![vec![1u32, 2, 3]];
+    for seed in [1u64, 2, 3] {
+        let w = tiny(seed);
+        let want = Reference::new(&w).generate(&prompt, 8).unwrap().tokens;
+        for (k, schedule) in [ScheduleKind::Static, ScheduleKind::Dynamic].into_iter().enumerate() {
+            let chaos = Some(seed * 100 + k as u64);
+            let got = side_by_side(&w, &prompt, 8, options(schedule, chaos));
+            assert_eq!(got, want, "seed {seed}, {schedule:?}, chaos {chaos:?}");
+        }
+    }
+}
+
+#[test]
+fn a_batch_of_two_different_prompts_matches_the_reference() {
+    let prompts = vec![vec![40u32, 41, 42, 43], vec![200]];
+    for (seed, schedule) in [(7u64, ScheduleKind::Static), (8, ScheduleKind::Dynamic)] {
+        let w = tiny(seed);
+        let want = Reference::new(&w).generate(&prompts, 6).unwrap();
+        let got = side_by_side(&w, &prompts, 6, options(schedule, Some(seed)));
+        assert_eq!(got, want.tokens, "seed {seed}");
+        // and through Decoder::generate, whose last logits are the reference's last
+        let cpu = Cpu::new();
+        let mut dec = Decoder::new(&cpu, &w, 2, options(schedule, Some(seed + 1))).unwrap();
+        let mut steps = 0;
+        let run = dec.generate(&prompts, 6, |_, _| steps += 1).unwrap();
+        assert_eq!((run.tokens, steps), (want.tokens, 4 + 6 - 1));
+        assert!(max_error(&run.logits, &want.logits) <= LOGIT_TOL);
+    }
+}
+
+#[test]
+fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
+    let w = tiny(0);
+    let cpu = Cpu::new();
+    let err = |r: llama::Result<Decoder<'_, Cpu>>| r.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err(Decoder::new(&cpu, &w, 3, LaunchOptions::default())).contains("batches: 1, 2"));
+    let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
+    assert!(err(Decoder::new(&cpu, &odd, 1, LaunchOptions::default())).contains("no decode megakernel is stamped"));
+    let mut dec = Decoder::new(&cpu, &w, 1, LaunchOptions::default()).unwrap();
+    let msg = |r: llama::Result<llama::Step>| r.unwrap_err().to_string();
+    assert!(msg(dec.step(&[1, 2], &[0, 0], false)).contains("2 tokens and 2 positions given for a batch of 1"));
+    assert!(msg(dec.step(&[256], &[0], false)).contains("token id 256"));
+    assert!(msg(dec.step(&[1], &[32], false)).contains("position 32 is past the KV cache's 32 positions"));
+    assert!(dec.generate(&[vec![1]], 40, |_, _| {}).unwrap_err().to_string().contains("exceed the KV cache"));
+    // the number of layers is a run-time dim: one layer or three use the same megakernel
+    for layers in [1, 3] {
+        let w = LlamaWeights::random(&LlamaConfig { num_layers: layers, ..w.config.clone() }, 9).unwrap();
+        let want = Reference::new(&w).generate(&[vec![9, 8]], 3).unwrap().tokens;
+        assert_eq!(side_by_side(&w, &[vec![9, 8]], 3, LaunchOptions::default()), want, "{layers} layers");
+    }
+}
