@@ -106,7 +106,11 @@ fn decode<B: Backend>(
             println!(
                 "first step {:.1} ms ({}), {} tasks on {} workers",
                 step.wall.as_secs_f64() * 1e3,
-                if step.report.compiled { "compiling included" } else { "from the cache" },
+                match (gpu, step.report.compiled) {
+                    (false, _) => "nothing to compile on the CPU",
+                    (true, true) => "compiling included",
+                    (true, false) => "kernel from the disk cache",
+                },
                 step.report.tasks,
                 step.report.workers
             );
