@@ -24,6 +24,11 @@ pub const PER_ELEMENT: u32 = u32::MAX;
 /// that the kernel can align the arena to 128 bytes (`ET_SMEM_SLACK`).
 pub const SMEM_SLACK: usize = 128;
 
+/// Words per task in the trace buffer (`ET_TRACE_WORDS`): `(SM << 32) | CTA`, the start,
+/// the end, and when the task's last wait ended (the start for a task without a wait),
+/// all in global-timer nanoseconds.
+pub const TRACE_WORDS: usize = 4;
+
 /// How a queue entry (static queue table, dynamic seeds and ready slots) packs a task's
 /// group above its task id, so that the kernel finds the group in O(1): the group in the
 /// upper `32 - shift` bits, the task id in the lower `shift` (`ET_TASK_SHIFT`).
@@ -142,7 +147,7 @@ abi_struct! {
         abort_flag: u64 => "unsigned int*",
         /// The watchdog's record: `[task, element, value, expected]`.
         error: u64 => "unsigned long long*",
-        /// Three words per task, or null.
+        /// [`TRACE_WORDS`] words per task, or null.
         trace: u64 => "unsigned long long*",
         /// Host-mapped word set to 1 on abort (read after the synchronisation).
         host_status: u64 => "unsigned int*",
@@ -181,7 +186,7 @@ impl TensorArg {
 pub fn c_declarations() -> String {
     let mut s = format!(
         "// ---- kernel ABI (generated from et_core::abi; static_asserts keep both sides equal)\n\
-         #define ET_MAX_RANK {MAX_RANK}\n#define ET_PER_ELEMENT 0x{PER_ELEMENT:x}u\n#define ET_SMEM_SLACK {SMEM_SLACK}\n\
+         #define ET_MAX_RANK {MAX_RANK}\n#define ET_PER_ELEMENT 0x{PER_ELEMENT:x}u\n#define ET_SMEM_SLACK {SMEM_SLACK}\n#define ET_TRACE_WORDS {TRACE_WORDS}\n\
          // NVRTC's front end has no __builtin_offsetof; __INTADDR__ is its constant form\n\
          #ifdef __CUDACC_RTC__\n#define ET_OFFSETOF(T, f) __INTADDR__(&(((T*)0)->f))\n\
          #else\n#define ET_OFFSETOF(T, f) __builtin_offsetof(T, f)\n#endif\n\nnamespace et {{\n"

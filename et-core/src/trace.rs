@@ -1,4 +1,5 @@
-//! Chrome/Perfetto trace output: one track per SM (or CPU worker), one slice per task.
+//! Chrome/Perfetto trace output: one track per SM (or CPU worker), one slice per task,
+//! with a nested `wait` slice for the time the task spent in its waits.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,6 +13,9 @@ pub struct TaskSpan {
     pub track: u32,
     /// Start, microseconds from the launch's first task.
     pub start_us: f64,
+    /// When the task's last wait ended (its run began); `start_us` for a task without a
+    /// wait, or where the backend does not split the two.
+    pub ready_us: f64,
     /// End, microseconds from the launch's first task.
     pub end_us: f64,
 }
@@ -54,6 +58,17 @@ pub fn write_chrome_trace(path: &Path, kernel: &str, track_label: &str, spans: &
             s.start_us,
             (s.end_us - s.start_us).max(0.0)
         )?;
+        // the wait, nested inside the task's slice (the same track and category)
+        if s.ready_us > s.start_us {
+            write!(
+                out,
+                ",\n{{\"ph\":\"X\",\"name\":\"wait\",\"cat\":{},\"pid\":0,\"tid\":{},\"ts\":{:.3},\"dur\":{:.3}}}",
+                json_string(group),
+                s.track,
+                s.start_us,
+                s.ready_us - s.start_us
+            )?;
+        }
     }
     writeln!(out, "\n]}}")?;
     out.flush()

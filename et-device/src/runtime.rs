@@ -105,7 +105,9 @@ impl GraphState {
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1)).map_err(&alloc)?,
             // [head, tail, pending_done[n], ready[n], CTAs waiting on the queue]
             dyn_state: stream.alloc_zeros::<u32>(3 + 2 * r.n_tasks as usize).map_err(&alloc)?,
-            trace: stream.alloc_zeros::<u64>(3 * (r.n_tasks as usize).max(1)).map_err(&alloc)?,
+            trace: stream
+                .alloc_zeros::<u64>(et_core::abi::TRACE_WORDS * (r.n_tasks as usize).max(1))
+                .map_err(&alloc)?,
             abort_flag: stream.alloc_zeros::<u32>(1).map_err(&alloc)?,
             error_record: stream.alloc_zeros::<u32>(crate::abort::RECORD_WORDS).map_err(&alloc)?,
             n_seeds: plan.seeds.len() as u32,

@@ -1,22 +1,30 @@
-//! The Chrome/Perfetto trace of a launch, from the three words per task the kernel wrote
-//! (`(SM << 32) | CTA`, start and end in global-timer nanoseconds).
+//! The Chrome/Perfetto trace of a launch, from the words per task the kernel wrote
+//! ([`et_core::abi::TRACE_WORDS`]: `(SM << 32) | CTA`, start, end, end of the last wait,
+//! in global-timer nanoseconds).
 
 use std::path::Path;
 
 use et_core::Error;
+use et_core::abi::TRACE_WORDS as W;
 use et_core::graph::Resolved;
 use et_core::trace::{TaskSpan, write_chrome_trace};
 
 /// Writes the trace of one launch of `r`'s graph to `path`; an error names the path.
 pub(crate) fn write_trace(r: &Resolved<'_>, words: &[u64], path: &Path) -> Result<(), Error> {
     let n = r.n_tasks as usize;
-    let t0 = (0..n).map(|t| words[3 * t + 1]).min().unwrap_or(0);
+    let t0 = (0..n).map(|t| words[W * t + 1]).min().unwrap_or(0);
+    let us = |ns: u64| ns.saturating_sub(t0) as f64 / 1e3;
     let spans: Vec<TaskSpan> = (0..n)
-        .map(|t| TaskSpan {
-            task: r.describe_task(t as u32),
-            track: (words[3 * t] >> 32) as u32,
-            start_us: words[3 * t + 1].saturating_sub(t0) as f64 / 1e3,
-            end_us: words[3 * t + 2].max(words[3 * t + 1]).saturating_sub(t0) as f64 / 1e3,
+        .map(|t| {
+            let [sm, start, end, ready] = [0, 1, 2, 3].map(|k| words[W * t + k]);
+            let end = end.max(start);
+            TaskSpan {
+                task: r.describe_task(t as u32),
+                track: (sm >> 32) as u32,
+                start_us: us(start),
+                ready_us: us(ready.clamp(start, end)),
+                end_us: us(end),
+            }
         })
         .collect();
     write_chrome_trace(path, &r.spec.name, "SM", &spans).map_err(|e| {
@@ -44,7 +52,7 @@ mod tests {
             }
         }
         let r = Resolved::new(&splitk::split_row_sum::KERNEL.graph, &Shapes).unwrap();
-        let words = vec![0u64; 3 * r.n_tasks as usize];
+        let words = vec![0u64; W * r.n_tasks as usize];
         let dir = std::env::temp_dir().join(format!("et-trace-test-{}", std::process::id()));
         let bad = dir.join("missing-directory").join("trace.json");
         let err = write_trace(&r, &words, &bad).unwrap_err().to_string();

@@ -98,6 +98,7 @@ impl Execution<'_> {
                         task: self.resolved.describe_task(task),
                         track: worker as u32,
                         start_us: t0.as_secs_f64() * 1e6,
+                        ready_us: t0.as_secs_f64() * 1e6,
                         end_us: t1.as_secs_f64() * 1e6,
                     });
                 }

@@ -373,6 +373,8 @@ struct Ctx {
     __device__ __forceinline__ bool wait_done(bool ok) {
         const int failed = __syncthreads_or(ok ? 0 : 1);
         if (failed && threadIdx.x == 0) *s_abort = 1;
+        // the trace's third word: when the task's last wait ended (its run starts)
+        if (rt.trace && threadIdx.x == 0) rt.trace[ET_TRACE_WORDS * task + 3] = global_timer();
         return failed == 0;
     }
 
@@ -498,12 +500,14 @@ struct Ctx {
 
     __device__ __forceinline__ void trace_begin(unsigned int t) {
         if (rt.trace && threadIdx.x == 0) {
-            rt.trace[3 * t] = ((unsigned long long)sm_id() << 32) | blockIdx.x;
-            rt.trace[3 * t + 1] = global_timer();
+            const unsigned long long now = global_timer();
+            rt.trace[ET_TRACE_WORDS * t] = ((unsigned long long)sm_id() << 32) | blockIdx.x;
+            rt.trace[ET_TRACE_WORDS * t + 1] = now;
+            rt.trace[ET_TRACE_WORDS * t + 3] = now; // a task without a wait runs at once
         }
     }
     __device__ __forceinline__ void trace_end(unsigned int t) {
-        if (rt.trace && threadIdx.x == 0) rt.trace[3 * t + 2] = global_timer();
+        if (rt.trace && threadIdx.x == 0) rt.trace[ET_TRACE_WORDS * t + 2] = global_timer();
     }
 };
 
