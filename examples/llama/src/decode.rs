@@ -1,8 +1,8 @@
 //! The decode step of every layer as ONE megakernel.
 //!
 //! One launch reads a token per sequence and its position, runs the embedding lookup, all
-//! `L` layers (RMSNorm → fused QKV GEMV → RoPE + KV append → split-KV GQA attention →
-//! output projection + residual → RMSNorm → gate/up GEMV + SiLU → down projection +
+//! `L` layers (RMSNorm → fused QKV GEMV → RoPE, KV append and split-KV GQA attention in
+//! one task per KV chunk → chunk merge → output projection + residual → RMSNorm → gate/up GEMV + SiLU → down projection +
 //! residual), the final norm, the LM head and a split argmax, and writes the logits and
 //! the next token of every sequence.
 //!
@@ -14,15 +14,17 @@
 //! cycle in which `l` advances, which the DSL proves acyclic (et-graph's ranking proof),
 //! so the generated CUDA does not grow with `L`, a symbolic dim read from the weights.
 //!
-//! **Events are per tile.** A consumer waits for exactly what it reads: RoPE for one KV
-//! head waits the QKV row tiles of that head's slice (`qd[l, k·RT .. k·RT + RT]`), an
-//! attention chunk its head's RoPE, a merge its head's chunks; the GEMVs after a norm wait
+//! **Events are per tile.** A consumer waits for exactly what it reads: an attention chunk
+//! of one KV head waits the QKV row tiles of that head's slice (`qd[l, k·RT .. k·RT + RT]`)
+//! and applies RoPE to its queries and key itself (redundantly per chunk, which costs less
+//! than a task and a hop between the projection and the chunks; the chunk that holds the
+//! new position appends the key and value), a merge waits its head's chunks; the GEMVs after a norm wait
 //! for the norm of every sequence, and a norm for every tile of its input row, because
 //! they read the whole hidden vector (exact, not a stage barrier).
 //!
-//! **Nothing depends on the position.** Positions and lengths are `i32` tensors read on
-//! the device; each KV head's cache is split into `S` chunks of `C` positions, and a chunk
-//! past the length is empty (`attention_partial` reads `len`), so one task graph serves
+//! **Nothing depends on the position.** Positions are an `i32` tensor read on the device;
+//! each KV head's cache is split into `S` chunks of `C` positions, and a chunk past the
+//! position is empty (`attention_rope_partial` returns at once), so one task graph serves
 //! every step. Every activation has a row block per layer (no scratch reuse, so no
 //! write-after-read hazard to order), which costs `O(L · B · hidden)` bf16.
 //!
@@ -34,7 +36,6 @@
 //! `decode_step!` stamps one megakernel per model shape and batch size; [`crate::Stamp`] lists
 //! them and [`crate::decoder::Decoder`] picks one.
 
-use crate::attention_ops::{attention_merge_row, rope_append};
 use et_core::prelude::*;
 
 /// Stamps the decode megakernel for one model shape and batch size.
@@ -67,7 +68,6 @@ macro_rules! decode_step {
         pub fn $name(
             ids: &Tensor<i32, { [B] }>,
             pos: &Tensor<i32, { [B] }>,
-            len: &Tensor<i32, { [B] }>,
             table: &Tensor<bf16, { [V, HD] }>,
             lm_head: &Tensor<bf16, { [V, HD] }>,
             attn_norm: &Tensor<bf16, { [L * HD] }>,
@@ -85,7 +85,6 @@ macro_rules! decode_step {
             xn: &mut Tensor<bf16, { [L * B, HD] }>,
             xm: &mut Tensor<bf16, { [L * B, HD] }>,
             qkv: &mut Tensor<bf16, { [L * B, QT * NQ] }>,
-            q: &mut Tensor<bf16, { [L * B * NKV * G, D] }>,
             po: &mut Tensor<f32, { [L * B * NKV * S * G, D] }>,
             pml: &mut Tensor<f32, { [L * B * NKV * S * G, 2] }>,
             attn: &mut Tensor<bf16, { [L * B, NKV * G * D] }>,
@@ -100,7 +99,6 @@ macro_rules! decode_step {
             let h = event!([L + 1, DT]);
             let n1 = event!([L]);
             let qd = event!([L, QT]);
-            let roped = event!([L, B, NKV]);
             let parts = event!([L, B, NKV]);
             let merged = event!([L]);
             let od = event!([L]);
@@ -122,27 +120,16 @@ macro_rules! decode_step {
                 matvec(wqkv.tile([l * QT + r, 0], [NQ, HD]), xn.tile([l, 0], [B, HD]), qkv.tile([l, r], [B, NQ]));
                 signal!(qd[l, r]);
             });
-            tile!(rope[l, b, k] in [L, B, NKV] {
+            tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
                 wait!(qd[l, k * RT .. k * RT + RT]);
-                rope_append(
+                attention_rope_partial(
                     qkv.tile([l * B + b, k], [1, (G + 2) * D]),
                     pos.tile([b], [1]),
                     $theta, $factor, $low, $high, $orig,
-                    q.tile([(l * B + b) * NKV + k, 0], [G, D]),
-                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
-                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
-                );
-                signal!(roped[l, b, k]);
-            });
-            tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
-                wait!(roped[l, b, k]);
-                attention_partial(
-                    q.tile([(l * B + b) * NKV + k, 0], [G, D]),
-                    kc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
-                    vc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
-                    len.tile([b], [1]),
                     c * C,
                     $scale,
+                    kc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
+                    vc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
                     po.tile([((l * B + b) * NKV + k) * S + c, 0], [G, D]),
                     pml.tile([((l * B + b) * NKV + k) * S + c, 0], [G, 2]),
                 );
@@ -150,7 +137,7 @@ macro_rules! decode_step {
             });
             tile!(merge[l, b, k] in [L, B, NKV] {
                 wait!(parts[l, b, k]);
-                attention_merge_row(
+                attention_merge(
                     po.tile([(l * B + b) * NKV + k, 0], [S * G, D]),
                     pml.tile([(l * B + b) * NKV + k, 0], [S * G, 2]),
                     attn.tile([l * B + b, k], [1, G * D]),

@@ -159,7 +159,6 @@ pub struct Decoder<'b, Bk: Backend> {
     xn: Bk::Tensor<bf16>,
     xm: Bk::Tensor<bf16>,
     qkv: Bk::Tensor<bf16>,
-    q: Bk::Tensor<bf16>,
     po: Bk::Tensor<f32>,
     pml: Bk::Tensor<f32>,
     attn: Bk::Tensor<bf16>,
@@ -208,7 +207,6 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             xn: nan(&[l * b, h])?,
             xm: nan(&[l * b, h])?,
             qkv: nan(&[l * b, nkv * (g + 2) * d])?,
-            q: nan(&[l * b * nkv * g, d])?,
             po: nan32(&[l * b * nkv * s * g, d])?,
             pml: nan32(&[l * b * nkv * s * g, 2])?,
             attn: nan(&[l * b, nkv * g * d])?,
@@ -258,7 +256,6 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         let be = self.backend;
         let ids = be.upload(&ints(tokens.iter().map(|&t| t as i32).collect())?)?;
         let pos = be.upload(&ints(positions.iter().map(|&p| p as i32).collect())?)?;
-        let len = be.upload(&ints(positions.iter().map(|&p| p as i32 + 1).collect())?)?;
         let head = self.lm_head.as_ref().unwrap_or(&self.table);
         macro_rules! launch {
             ($m:ident) => {
@@ -267,7 +264,6 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                     &self.options,
                     &ids,
                     &pos,
-                    &len,
                     &self.table,
                     head,
                     &self.attn_norm,
@@ -285,7 +281,6 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                     &mut self.xn,
                     &mut self.xm,
                     &mut self.qkv,
-                    &mut self.q,
                     &mut self.po,
                     &mut self.pml,
                     &mut self.attn,

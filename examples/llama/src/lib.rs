@@ -12,12 +12,11 @@
 //! - [`npy`]: `.npy` output for logits;
 //! - [`decode`](mod@decode): the decode step of all layers as ONE `#[megakernel]` (the
 //!   layer index in the tile domain, tile-level events), stamped per model shape and batch
-//!   size, with its two layout ops in [`attention_ops`]; [`decoder`]: running it on a
+//!   size, built from et's library ops alone; [`decoder`]: running it on a
 //!   backend ([`Decoder`]: weights packed and uploaded once, one launch per step, greedy
 //!   generation), checked token for token against [`Reference`] in `tests/`;
 //! - the `llama` binary (`src/main.rs`): greedy decoding from the command line.
 
-pub mod attention_ops;
 pub mod checkpoint;
 pub mod config;
 pub mod decode;

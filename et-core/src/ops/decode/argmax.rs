@@ -63,18 +63,25 @@ __device__ void argmax_partial(X x, long long start, BV best, BI index) {
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"
+// the larger of two (value, index) pairs where index -1 marks "no number", the smaller
+// index on ties
+__device__ __forceinline__ void better_of(float& v, int& i, float ov, int oi) {
+    if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) { v = ov; i = oi; }
+}
+// A warp per row, its lanes over the row's chunks, then a shuffle reduction: the loads of
+// a row are in flight together (the merge ends the decode step, on its critical path).
 template <class BV, class BI, class Y>
 __device__ void argmax_merge(BV best, BI index, Y out) {
     const int B = best.shape[0], S = best.shape[1];
-    for (int b = threadIdx.x; b < B; b += blockDim.x) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int b = warp; b < B; b += warps) {
         float v = __int_as_float(0xff800000);
         int i = -1;
-        for (int s = 0; s < S; ++s) {
-            const float ov = best(b, s);
-            const int oi = index(b, s);
-            if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) { v = ov; i = oi; }
-        }
-        out(b) = i;
+#pragma unroll 4
+        for (int s = lane; s < S; s += 32) better_of(v, i, best(b, s), index(b, s));
+        for (int off = 16; off > 0; off >>= 1)
+            better_of(v, i, __shfl_xor_sync(0xffffffffu, v, off), __shfl_xor_sync(0xffffffffu, i, off));
+        if (lane == 0) out(b) = i;
     }
 }
 "#);

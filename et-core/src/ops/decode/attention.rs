@@ -9,42 +9,57 @@
 //! at a time with an online softmax per row group, then row groups and warps combine.
 
 use super::decode_cuda;
+use super::rope::{rope_cuda, rope_sin_cos};
 use crate::dtype::bf16;
 use crate::tile::{TileMut, TileRef};
 
-crate::tile_op! { cuda = decode_cuda!(r#"
-template <class Q, class K, class V, class N, class O, class M>
-__device__ void attention_partial(Q q, K k, V v, N len, long long start, float scale, O o, M ml) {
+/// The CUDA core of the split-KV ops: one chunk of one KV head for its `G` query heads.
+macro_rules! chunk_cuda {
+    ($body:literal) => {
+        decode_cuda!([rope_cuda!(), r#"
+// One KV chunk for the G query heads whose values are in s_q[g * D + i] (shared memory,
+// as the floats of their bf16 values): rows [0, valid) of k and v ([1, C, D]). Writes
+// o (G x D, unnormalised) and ml (G x 2: max and sum). SG and SD are the group size and
+// head dimension when the tiles give them at compile time (-1 otherwise): the register
+// arrays then hold exactly G heads and the loops have constant bounds.
+//
+// A lane holds 8 dimensions of every query head and their output accumulators; the D/8
+// lanes of a row group read one cache row with 16-byte loads, so a warp reads 32*8/D rows
+// at a time, two per row group in flight, with an online softmax per row group; then the
+// row groups of a warp combine by shuffles and the warps through shared memory.
+template <int SG, int SD, class K, class V, class O, class M>
+__device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
+                                                M ml) {
     __shared__ float s_m[32 * 8];
     __shared__ float s_l[8];
     __shared__ float s_o[8 * 128];
-    // the group size and head dimension as compile-time constants where the tiles give
-    // them (every megakernel's case): the register arrays then hold exactly G heads and the
-    // loops over heads and lanes have constant bounds; at most 8 heads otherwise
-    constexpr int SG = Q::template static_extent<0>(), SD = Q::template static_extent<1>();
-    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_partial: 1 to 8 query heads per KV head");
-    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_partial: the head dimension must be 64 or 128");
     constexpr int GM = SG >= 1 ? SG : 8;
-    const int G = SG >= 1 ? SG : q.shape[0], D = SD >= 1 ? SD : q.shape[1], C = k.shape[1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if (valid <= 0) {
+        // a chunk past the position: nothing to read (most chunks of a short context)
+        for (int e = threadIdx.x; e < G * D; e += blockDim.x) o(e / D, e % D) = 0.0f;
+        if (threadIdx.x < G) {
+            ml(threadIdx.x, 0) = __int_as_float(0xff800000);
+            ml(threadIdx.x, 1) = 0.0f;
+        }
+        return;
+    }
     const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
-    const long long valid_ll = (long long)len.ptr[0] - start;
-    const int valid = valid_ll < 0 ? 0 : (valid_ll > C ? C : (int)valid_ll);
-    const bool vec = vec_rows(q.ptr, q.stride[0], q.stride[1]) && vec_rows(k.ptr, k.stride[1], k.stride[2]) &&
-                     vec_rows(v.ptr, v.stride[1], v.stride[2]);
-    // this lane's 8 dimensions of every query head, pre-scaled
+    const bool vec = vec_rows(k.ptr, k.stride[1], k.stride[2]) && vec_rows(v.ptr, v.stride[1], v.stride[2]);
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) s_o[e] = 0.0f;
+    if (threadIdx.x < 8) s_l[threadIdx.x] = 0.0f;
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
         m[g] = -1e30f;
         l[g] = 0.0f;
-        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (g < G) unpack8(load8<false>(q.ptr + g * q.stride[0], d0, D, q.stride[1], vec), f);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) { qr[g][i] = f[i] * scale; acc[g][i] = 0.0f; }
+        for (int i = 0; i < 8; ++i) {
+            qr[g][i] = g < G ? s_q[g * D + d0 + i] * scale : 0.0f;
+            acc[g][i] = 0.0f;
+        }
     }
     for (int base = warp * groups * 2; base < valid; base += warps * groups * 2) {
-        // two rows per row group in flight
         uint4 kv[2], vv[2];
         int rows[2];
 #pragma unroll
@@ -76,7 +91,8 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
             }
         }
     }
-    // combine the row groups of the warp (lanes `lanes` apart hold the same dimensions)
+    // combine the row groups of the warp (lanes `lanes` apart hold the same dimensions);
+    // afterwards every lane of the warp holds the warp's m and l of each head
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
         if (g >= G) break;
@@ -88,40 +104,55 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
             for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ca + __shfl_xor_sync(0xffffffffu, acc[g][i], off) * cb;
             m[g] = mn;
         }
-    }
-    // combine the warps: the block's max per head, then each warp adds its rescaled share
-    for (int e = threadIdx.x; e < 8 * 128; e += blockDim.x) s_o[e] = 0.0f;
-    if (threadIdx.x < 8) s_l[threadIdx.x] = 0.0f;
-    if (lane == 0) {
-#pragma unroll
-        for (int g = 0; g < GM; ++g) {
-            if (g >= G) break;
-            s_m[warp * 8 + g] = m[g];
-        }
+        if (lane == 0) s_m[warp * 8 + g] = m[g];
     }
     __syncthreads();
+    // the block's max per head by a warp-wide reduction over the warps' maxima (every
+    // warp computes it), then each warp with rows adds its rescaled share
+    float mine = -1e30f; // head threadIdx.x's block max, for thread g < G
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
         if (g >= G) break;
-        float mx = -1e30f;
-        for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[w * 8 + g]);
-        const float c = l[g] > 0.0f ? __expf(m[g] - mx) : 0.0f;
-        if (lane < lanes) {
+        float mx = lane < warps ? s_m[lane * 8 + g] : -1e30f;
 #pragma unroll
-            for (int i = 0; i < 8; ++i) atomicAdd(&s_o[g * D + d0 + i], acc[g][i] * c);
+        for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        if (threadIdx.x == g) mine = mx;
+        if (l[g] > 0.0f) {
+            const float c = __expf(m[g] - mx);
+            if (lane < lanes) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) atomicAdd(&s_o[g * D + d0 + i], acc[g][i] * c);
+            }
+            if (lane == 0) atomicAdd(&s_l[g], l[g] * c);
         }
-        if (lane == 0) atomicAdd(&s_l[g], l[g] * c);
-        m[g] = mx;
     }
     __syncthreads();
     for (int e = threadIdx.x; e < G * D; e += blockDim.x) o(e / D, e % D) = s_o[e];
     if (threadIdx.x < G) {
-        float mx = -1e30f;
-        for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[w * 8 + threadIdx.x]);
         const float l = s_l[threadIdx.x];
-        ml(threadIdx.x, 0) = l > 0.0f ? mx : __int_as_float(0xff800000); // -inf: an empty chunk
+        ml(threadIdx.x, 0) = l > 0.0f ? mine : __int_as_float(0xff800000); // -inf: an empty chunk
         ml(threadIdx.x, 1) = l;
     }
+}
+"#] $body)
+    };
+}
+
+crate::tile_op! { cuda = chunk_cuda!(r#"
+template <class Q, class K, class V, class N, class O, class M>
+__device__ void attention_partial(Q q, K k, V v, N len, long long start, float scale, O o, M ml) {
+    __shared__ float s_q[8 * 128];
+    constexpr int SG = Q::template static_extent<0>(), SD = Q::template static_extent<1>();
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_partial: 1 to 8 query heads per KV head");
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_partial: the head dimension must be 64 or 128");
+    const int G = SG >= 1 ? SG : q.shape[0], D = SD >= 1 ? SD : q.shape[1], C = k.shape[1];
+    const long long valid_ll = (long long)len.ptr[0] - start;
+    const int valid = valid_ll < 0 ? 0 : (valid_ll > C ? C : (int)valid_ll);
+    if (valid > 0) {
+        for (int e = threadIdx.x; e < G * D; e += blockDim.x) s_q[e] = et::to_float(q(e / D, e % D));
+        __syncthreads();
+    }
+    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml);
 }
 "#);
     contract {
@@ -152,31 +183,155 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     ) {
         let [g, d] = q.shape();
         let valid = (len.get([0]) as i64 - start).clamp(0, k.shape()[1] as i64) as usize;
-        for gi in 0..g {
-            let s: Vec<f32> = (0..valid)
-                .map(|p| scale * (0..d).map(|i| q.get([gi, i]).to_f32() * k.get([0, p, i]).to_f32()).sum::<f32>())
-                .collect();
-            let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let e: Vec<f32> = s.iter().map(|s| (s - m).exp()).collect();
-            ml.set([gi, 0], m);
-            ml.set([gi, 1], e.iter().sum());
-            for i in 0..d {
-                o.set([gi, i], (0..valid).map(|p| e[p] * v.get([0, p, i]).to_f32()).sum());
+        let qs: Vec<f32> = (0..g * d).map(|e| q.get([e / d, e % d]).to_f32()).collect();
+        chunk_reference(&qs, |p, i| (k.get([0, p, i]).to_f32(), v.get([0, p, i]).to_f32()), valid, scale, &mut o, &mut ml);
+    }
+}
+
+crate::tile_op! { cuda = chunk_cuda!(r#"
+template <class QKV, class P, class K, class V, class O, class M>
+__device__ void attention_rope_partial(QKV qkv, P pos, float theta, float factor, float low, float high,
+                                       float original, long long start, float scale, K kc, V vc, O o, M ml) {
+    __shared__ float s_q[8 * 128];
+    constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_partial: 1 to 8 query heads per KV head");
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_partial: the head dimension must be 64 or 128");
+    const int G = SG >= 1 ? SG : o.shape[0], D = SD >= 1 ? SD : o.shape[1], half = D / 2, C = kc.shape[1];
+    const int p = pos.ptr[0];
+    const long long rel = (long long)p - start; // the new position's row in this chunk
+    const long long valid_ll = rel + 1;
+    const int valid = valid_ll < 0 ? 0 : (valid_ll > C ? C : (int)valid_ll);
+    if (valid > 0) {
+        const bool here = rel >= 0 && rel < C;
+        // pair e of the G query heads and of the key (head G) turns by the same angle
+        for (int t = threadIdx.x; t < (G + 1) * half; t += blockDim.x) {
+            const int h = t / half, e = t - h * half;
+            const float a = et::to_float(qkv(0, h * D + e)), b = et::to_float(qkv(0, h * D + e + half));
+            float sf, cf;
+            rope_sincos(p, e, D, theta, factor, low, high, original, sf, cf);
+            const et::bf16 x = et::from_float<et::bf16>(a * cf - b * sf), y = et::from_float<et::bf16>(b * cf + a * sf);
+            if (h < G) {
+                s_q[h * D + e] = et::to_float(x);
+                s_q[h * D + e + half] = et::to_float(y);
+            } else if (here) {
+                kc(0, (int)rel, e) = x;
+                kc(0, (int)rel, e + half) = y;
             }
+        }
+        if (here)
+            for (int e = threadIdx.x; e < D; e += blockDim.x) vc(0, (int)rel, e) = qkv(0, (G + 1) * D + e);
+        // the queries, and the new key and value, are read by other threads below
+        __syncthreads();
+    }
+    attention_chunk<SG, SD>(s_q, G, D, kc, vc, valid, scale, o, ml);
+}
+"#);
+    contract {
+        o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
+        o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
+        qkv[0] == 1 && qkv[1] == (o[0] + 2) * o[1] => "qkv must be one row of G query heads, a key and a value: [1, (o's rows + 2) x o's columns]",
+        pos[0] == 1 => "pos must be one element (the position)",
+        kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's chunk: [1, positions, o's columns]",
+        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
+        ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2] (max and sum per query head)",
+    }
+    /// RoPE, KV append and one KV chunk of decode attention in one task, for one sequence
+    /// and one KV head at the run-time position `p = pos[0]`: `qkv` is `[1, (G + 2) · D]`
+    /// (the `G` query heads, the key, the value: a row slice of a fused QKV projection),
+    /// `kc` and `vc` the chunk `[1, C, D]` of that head's cache that starts at position
+    /// `start`. The queries and the key turn by Llama 3's RoPE ([`rope_sin_cos`], the
+    /// rotation in f32, rounded to bf16 once); the chunk that holds position `p` writes
+    /// the key and the value there; then, over the positions `start ..= p` of the chunk,
+    /// the chunk's attention as [`attention_partial`] with `len = p + 1`. Every chunk
+    /// computes the rotated queries itself, so the chunks of a head need no task between
+    /// the projection and them; chunks past `p` read nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_rope_partial(
+        qkv: TileRef<'_, bf16, 2>,
+        pos: TileRef<'_, i32, 1>,
+        theta: f32,
+        factor: f32,
+        low: f32,
+        high: f32,
+        original: f32,
+        start: i64,
+        scale: f32,
+        mut kc: TileMut<'_, bf16, 3>,
+        mut vc: TileMut<'_, bf16, 3>,
+        mut o: TileMut<'_, f32, 2>,
+        mut ml: TileMut<'_, f32, 2>,
+    ) {
+        let [g, d] = o.shape();
+        let (p, c) = (pos.get([0]), kc.shape()[1]);
+        let rel = p as i64 - start;
+        let valid = (rel + 1).clamp(0, c as i64) as usize;
+        let mut qs = vec![0f32; g * d];
+        if valid > 0 {
+            for e in 0..d / 2 {
+                let (s, co) = rope_sin_cos(p, e, d, theta, factor, low, high, original);
+                for h in 0..=g {
+                    let (a, b) = (qkv.get([0, h * d + e]).to_f32(), qkv.get([0, h * d + e + d / 2]).to_f32());
+                    let (x, y) = (bf16::from_f32(a * co - b * s), bf16::from_f32(b * co + a * s));
+                    if h < g {
+                        (qs[h * d + e], qs[h * d + e + d / 2]) = (x.to_f32(), y.to_f32());
+                    } else if (0..c as i64).contains(&rel) {
+                        kc.set([0, rel as usize, e], x);
+                        kc.set([0, rel as usize, e + d / 2], y);
+                    }
+                }
+            }
+            if (0..c as i64).contains(&rel) {
+                for e in 0..d {
+                    vc.set([0, rel as usize, e], qkv.get([0, (g + 1) * d + e]));
+                }
+            }
+        }
+        chunk_reference(&qs, |p, i| (kc.get([0, p, i]).to_f32(), vc.get([0, p, i]).to_f32()), valid, scale, &mut o, &mut ml);
+    }
+}
+
+/// The CPU half of a chunk: `q` holds the `G x D` query heads row-major, `kv(p, i)` the key
+/// and value of row `p`, dimension `i`; over rows `0 .. valid`, writes each head's
+/// unnormalised output to `o` and its `[max, sum]` to `ml` (`[-inf, 0]` and zeros when
+/// `valid` is 0).
+fn chunk_reference(
+    q: &[f32],
+    kv: impl Fn(usize, usize) -> (f32, f32),
+    valid: usize,
+    scale: f32,
+    o: &mut TileMut<'_, f32, 2>,
+    ml: &mut TileMut<'_, f32, 2>,
+) {
+    let [g, d] = o.shape();
+    for gi in 0..g {
+        let s: Vec<f32> = (0..valid).map(|p| scale * (0..d).map(|i| q[gi * d + i] * kv(p, i).0).sum::<f32>()).collect();
+        let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let e: Vec<f32> = s.iter().map(|s| (s - m).exp()).collect();
+        ml.set([gi, 0], m);
+        ml.set([gi, 1], e.iter().sum());
+        for i in 0..d {
+            o.set([gi, i], (0..valid).map(|p| e[p] * kv(p, i).1).sum());
         }
     }
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"
+// A thread per output element; the loops over the chunks are unrolled so that their
+// loads are in flight together (the merge sits on the decode step's critical path).
 template <class O, class M, class Y>
 __device__ void attention_merge(O o, M ml, Y out) {
     typedef typename elem_of<decltype(out.ptr)>::type T;
-    const int G = out.shape[0], D = out.shape[1], S = o.shape[0] / G;
+    const int D = o.shape[1], W = out.shape[1], G = out.shape[0] * W / D, S = o.shape[0] / G;
     for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
         const int g = e / D, i = e % D;
         float mx = __int_as_float(0xff800000);
-        for (int s = 0; s < S; ++s) if (ml(s * G + g, 1) > 0.0f) mx = fmaxf(mx, ml(s * G + g, 0));
+#pragma unroll 8
+        for (int s = 0; s < S; ++s) {
+            const float m = ml(s * G + g, 0), l = ml(s * G + g, 1);
+            if (l > 0.0f) mx = fmaxf(mx, m);
+        }
         float num = 0.0f, den = 0.0f;
+#pragma unroll 8
         for (int s = 0; s < S; ++s) {
             const float l = ml(s * G + g, 1);
             if (!(l > 0.0f)) continue;
@@ -184,25 +339,28 @@ __device__ void attention_merge(O o, M ml, Y out) {
             num += c * o(s * G + g, i);
             den += c * l;
         }
-        out(g, i) = et::from_float<T>(den > 0.0f ? num / den : 0.0f);
+        out(e / W, e % W) = et::from_float<T>(den > 0.0f ? num / den : 0.0f);
     }
 }
 "#);
     contract {
-        out[0] >= 1 && o[0] % out[0] == 0 => "o must stack whole chunks: its rows a multiple of out's (S chunks x G heads)",
-        o[1] == out[1] => "o must have out's columns (the head dimension)",
+        o[1] >= 1 && (out[0] * out[1]) % o[1] == 0 => "out must hold whole heads of o's columns (the head dimension)",
+        out[0] * out[1] >= o[1] && o[0] % (out[0] * out[1] / o[1]) == 0 => "o must stack whole chunks of out's heads: [S x G, head dim]",
         ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2]",
     }
-    /// Merges the `S` chunks of [`attention_partial`] for one KV head: `o` is `S·G x D`
-    /// and `ml` `S·G x 2` (chunk `s`, query head `g` at row `s·G + g`), `out` the `G x D`
-    /// attention output `Σ_s e^(m_s - m) o_s / Σ_s e^(m_s - m) l_s`. Empty chunks (sum 0)
-    /// are skipped; a head with no valid position at all gets zeros.
+    /// Merges the `S` chunks of [`attention_partial`] for the `G` query heads of one KV
+    /// head: `o` is `S·G x D` and `ml` `S·G x 2` (chunk `s`, query head `g` at row
+    /// `s·G + g`); the attention output `Σ_s e^(m_s - m) o_s / Σ_s e^(m_s - m) l_s` of head
+    /// `g`, dimension `i`, is element `g·D + i` of `out` in row-major order: `out` is
+    /// `G x D`, or one row `1 x G·D` of a `[batch, heads · D]` activation. Empty chunks
+    /// (sum 0) are skipped; a head with no valid position at all gets zeros.
     pub fn attention_merge<T: crate::dtype::Element>(
         o: TileRef<'_, f32, 2>,
         ml: TileRef<'_, f32, 2>,
         mut out: TileMut<'_, T, 2>,
     ) {
-        let [g, d] = out.shape();
+        let (d, [_, w]) = (o.shape()[1], out.shape());
+        let g = out.len() / d;
         let s = o.shape()[0] / g;
         for gi in 0..g {
             let live: Vec<usize> = (0..s).filter(|&si| ml.get([si * g + gi, 1]) > 0.0).collect();
@@ -210,7 +368,8 @@ __device__ void attention_merge(O o, M ml, Y out) {
             let den: f32 = live.iter().map(|&si| (ml.get([si * g + gi, 0]) - mx).exp() * ml.get([si * g + gi, 1])).sum();
             for i in 0..d {
                 let num: f32 = live.iter().map(|&si| (ml.get([si * g + gi, 0]) - mx).exp() * o.get([si * g + gi, i])).sum();
-                out.set([gi, i], T::from_f32(if den > 0.0 { num / den } else { 0.0 }));
+                let e = gi * d + i;
+                out.set([e / w, e % w], T::from_f32(if den > 0.0 { num / den } else { 0.0 }));
             }
         }
     }

@@ -23,26 +23,62 @@ pub fn llama3_inv_freq(i: usize, dim: usize, theta: f64, factor: f64, low: f64, 
     }
 }
 
-crate::tile_op! { cuda = decode_cuda!(r#"
+/// The CUDA of [`llama3_inv_freq`] and of the rotation angle's sine and cosine, shared by
+/// every op that applies RoPE (each op's text carries its own copy, in its namespace).
+macro_rules! rope_cuda {
+    () => {
+        r#"
+// theta^(-2i/dim) as exp2(-(2i/dim) log2(theta)): within a few f64 ulps of pow's result
+// (the angles of 32k positions move by ~1e-11 rad) at a fraction of pow's latency, which
+// sits on the decode step's critical path
 __device__ __forceinline__ double llama3_inv_freq(int i, int dim, double theta, double factor, double low, double high,
                                                   double original) {
-    const double inv = 1.0 / pow(theta, (double)(2 * i) / (double)dim);
+    const double inv = exp2(-((double)(2 * i) / (double)dim) * log2(theta));
     const double wavelen = 2.0 * 3.14159265358979323846 / inv;
     if (wavelen < original / high) return inv;
     if (wavelen > original / low) return inv / factor;
     const double smooth = (original / wavelen - low) / (high - low);
     return (1.0 - smooth) * inv / factor + smooth * inv;
 }
+// The sine and cosine (f64, rounded to f32) of pair i's angle at position p.
+__device__ __forceinline__ void rope_sincos(int p, int i, int dim, float theta, float factor, float low, float high,
+                                            float original, float& sf, float& cf) {
+    double s, c;
+    sincos((double)p * llama3_inv_freq(i, dim, theta, factor, low, high, original), &s, &c);
+    sf = (float)s;
+    cf = (float)c;
+}
+"#
+    };
+}
+pub(crate) use rope_cuda;
 
+/// The sine and cosine of pair `i`'s angle `p · llama3_inv_freq(i, ..)` for a head of
+/// `dim` elements, computed in f64 and rounded to f32: what every RoPE op rotates by.
+#[allow(clippy::too_many_arguments)]
+pub fn rope_sin_cos(
+    p: i32,
+    i: usize,
+    dim: usize,
+    theta: f32,
+    factor: f32,
+    low: f32,
+    high: f32,
+    original: f32,
+) -> (f32, f32) {
+    let f = llama3_inv_freq(i, dim, theta as f64, factor as f64, low as f64, high as f64, original as f64);
+    let (s, c) = (p as f64 * f).sin_cos();
+    (s as f32, c as f32)
+}
+
+crate::tile_op! { cuda = decode_cuda!([rope_cuda!()] r#"
 template <class X, class P>
 __device__ void rope_llama3(X x, P pos, float theta, float factor, float low, float high, float original) {
     const int H = x.shape[0], D = x.shape[1], half = D / 2;
-    const double p = (double)pos.ptr[0];
+    const int p = pos.ptr[0];
     for (int e = threadIdx.x; e < half; e += blockDim.x) {
-        const double angle = p * llama3_inv_freq(e, D, theta, factor, low, high, original);
-        double s, c;
-        sincos(angle, &s, &c);
-        const float sf = (float)s, cf = (float)c;
+        float sf, cf;
+        rope_sincos(p, e, D, theta, factor, low, high, original, sf, cf);
         for (int h = 0; h < H; ++h) {
             const float a = et::to_float(x(h, e)), b = et::to_float(x(h, e + half));
             x(h, e) = et::from_float<et::bf16>(a * cf - b * sf);
@@ -71,11 +107,8 @@ __device__ void rope_llama3(X x, P pos, float theta, float factor, float low, fl
         original: f32,
     ) {
         let [h, d] = x.shape();
-        let p = pos.get([0]) as f64;
         for e in 0..d / 2 {
-            let f = llama3_inv_freq(e, d, theta as f64, factor as f64, low as f64, high as f64, original as f64);
-            let (s, c) = (p * f).sin_cos();
-            let (s, c) = (s as f32, c as f32);
+            let (s, c) = rope_sin_cos(pos.get([0]), e, d, theta, factor, low, high, original);
             for hi in 0..h {
                 let (a, b) = (x.get([hi, e]).to_f32(), x.get([hi, e + d / 2]).to_f32());
                 x.set([hi, e], bf16::from_f32(a * c - b * s));

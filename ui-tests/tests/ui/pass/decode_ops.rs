@@ -50,7 +50,7 @@ gemv_kernel!(decode_gemv_b16, 16);
 gemv_kernel!(decode_gemv_b64, 64);
 
 macro_rules! attention_kernel {
-    ($name:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal, $scale:tt) => {
+    ($name:ident, $fused:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal, $scale:tt) => {
         /// RoPE, KV append and split-KV attention: query heads per KV head, head dim, cache
         /// length, chunk, chunks:
         #[doc = stringify!($g, $d, $l, $c, $s)]
@@ -95,11 +95,46 @@ macro_rules! attention_kernel {
                 attention_merge(o.tile([h, 0], [S * G, D]), ml.tile([h, 0], [S * G, 2]), out.tile([h, 0], [G, D]));
             });
         }
+
+        /// The same step with RoPE and the append fused into the chunks
+        /// (`attention_rope_partial` on a fused QKV row per KV head), merged into one
+        /// `[1, G · D]` row per KV head:
+        #[doc = stringify!($g, $d, $l, $c, $s)]
+        #[megakernel(dims(G = $g, D = $d, L = $l, C = $c, S = $s))]
+        pub fn $fused(
+            qkv: &Tensor<bf16, { [H, (G + 2) * D] }>,
+            pos: &Tensor<i32, { [1] }>,
+            kc: &mut Tensor<bf16, { [H, L, D] }>,
+            vc: &mut Tensor<bf16, { [H, L, D] }>,
+            o: &mut Tensor<f32, { [H * S * G, D] }>,
+            ml: &mut Tensor<f32, { [H * S * G, 2] }>,
+            out: &mut Tensor<bf16, { [H, G * D] }>,
+        ) {
+            let parts = event!([H]);
+            tile!(chunk[h, c] in [H, S] {
+                attention_rope_partial(
+                    qkv.tile([h, 0], [1, (G + 2) * D]),
+                    pos.tile([0], [1]),
+                    500000.0, 8.0, 1.0, 4.0, 8192.0,
+                    c * C,
+                    $scale,
+                    kc.tile([h, c, 0], [1, C, D]),
+                    vc.tile([h, c, 0], [1, C, D]),
+                    o.tile([h * S + c, 0], [G, D]),
+                    ml.tile([h * S + c, 0], [G, 2]),
+                );
+                signal!(parts[h]);
+            });
+            tile!(merge[h] in [H] {
+                wait!(parts[h]);
+                attention_merge(o.tile([h, 0], [S * G, D]), ml.tile([h, 0], [S * G, 2]), out.tile([h, 0], [1, G * D]));
+            });
+        }
     };
 }
-attention_kernel!(decode_attention_g4_d128, 4, 128, 1024, 256, 4, 0.08838834764831845);
-attention_kernel!(decode_attention_g8_d64, 8, 64, 1024, 128, 8, 0.125);
-attention_kernel!(decode_attention_32k, 4, 128, 32768, 1024, 32, 0.08838834764831845);
+attention_kernel!(decode_attention_g4_d128, fused_attention_g4_d128, 4, 128, 1024, 256, 4, 0.08838834764831845);
+attention_kernel!(decode_attention_g8_d64, fused_attention_g8_d64, 8, 64, 1024, 128, 8, 0.125);
+attention_kernel!(decode_attention_32k, fused_attention_32k, 4, 128, 32768, 1024, 32, 0.08838834764831845);
 
 /// The vocabulary of the argmax: Llama 3's 128256, in 32 chunks of 4008.
 pub const VOCAB: usize = 128256;
@@ -318,6 +353,51 @@ pub fn check_attention<B: Backend>(
         ["q after RoPE", "k cache", "v cache", "partial outputs", "partial max and sum", "attention"].iter().enumerate()
     {
         close(&format!("{which:?}, {heads} KV heads, position {pos}: {what}"), &got[k], &want[k], tol);
+    }
+    // the fused form on `backend` computes what the separate ops computed on the CPU
+    let mut rows = Vec::with_capacity(heads * (g + 2) * d);
+    for h in 0..heads {
+        rows.extend_from_slice(&q.as_slice()[h * g * d..(h + 1) * g * d]);
+        rows.extend_from_slice(&knew.as_slice()[h * d..(h + 1) * d]);
+        rows.extend_from_slice(&vnew.as_slice()[h * d..(h + 1) * d]);
+    }
+    let qkv = Tensor::from_vec(&[heads, (g + 2) * d], rows).unwrap();
+    let be = backend;
+    let (dqkv, dp) = (be.upload(&qkv).unwrap(), be.upload(&p).unwrap());
+    let (mut dkc, mut dvc) = (be.upload(&kc).unwrap(), be.upload(&vc).unwrap());
+    let mut o_ = be.upload(&Tensor::<f32>::poisoned(&[heads * s * g, d])).unwrap();
+    let mut ml = be.upload(&Tensor::<f32>::poisoned(&[heads * s * g, 2])).unwrap();
+    let mut out = be.upload(&Tensor::<bf16>::poisoned(&[heads, g * d])).unwrap();
+    let o = &opts(schedule, chaos);
+    match which {
+        Attention::G4D128 => {
+            fused_attention_g4_d128::launch_with(be, o, &dqkv, &dp, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out)
+        }
+        Attention::G8D64 => {
+            fused_attention_g8_d64::launch_with(be, o, &dqkv, &dp, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out)
+        }
+        Attention::Long => {
+            fused_attention_32k::launch_with(be, o, &dqkv, &dp, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out)
+        }
+    }
+    .unwrap();
+    let mut mlh = be.download(&ml).unwrap();
+    for v in mlh.as_mut_slice() {
+        if *v == f32::NEG_INFINITY {
+            *v = -1.0e30;
+        }
+    }
+    let fused = [
+        be.download(&dkc).unwrap().to_f32(),
+        be.download(&dvc).unwrap().to_f32(),
+        be.download(&o_).unwrap(),
+        mlh,
+        // the rows of `out` are the [G, D] heads of `want`'s output, one KV head per row
+        Tensor::from_vec(&[heads * g, d], be.download(&out).unwrap().to_f32().as_slice().to_vec()).unwrap(),
+    ];
+    for (k, what) in ["k cache", "v cache", "partial outputs", "partial max and sum", "attention"].iter().enumerate() {
+        let what = format!("{which:?} fused, {heads} KV heads, position {pos}: {what}");
+        close(&what, &fused[k], &want[k + 1], tol);
     }
 }
 
