@@ -20,6 +20,9 @@ pub struct TaskSpan {
     pub end_us: f64,
 }
 
+/// The category of the nested slices that show a task's time in its waits.
+pub const WAIT_CATEGORY: &str = "et.wait";
+
 /// Writes the spans as Chrome trace-event JSON (`chrome://tracing`, ui.perfetto.dev).
 pub fn write_chrome_trace(path: &Path, kernel: &str, track_label: &str, spans: &[TaskSpan]) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -58,12 +61,12 @@ pub fn write_chrome_trace(path: &Path, kernel: &str, track_label: &str, spans: &
             s.start_us,
             (s.end_us - s.start_us).max(0.0)
         )?;
-        // the wait, nested inside the task's slice (the same track and category)
+        // the wait, nested inside the task's slice; its category `et.wait` cannot be a
+        // group's (a Rust identifier), so tools can tell the two kinds of slice apart
         if s.ready_us > s.start_us {
             write!(
                 out,
-                ",\n{{\"ph\":\"X\",\"name\":\"wait\",\"cat\":{},\"pid\":0,\"tid\":{},\"ts\":{:.3},\"dur\":{:.3}}}",
-                json_string(group),
+                ",\n{{\"ph\":\"X\",\"name\":\"wait\",\"cat\":\"{WAIT_CATEGORY}\",\"pid\":0,\"tid\":{},\"ts\":{:.3},\"dur\":{:.3}}}",
                 s.track,
                 s.start_us,
                 s.ready_us - s.start_us

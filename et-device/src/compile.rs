@@ -47,6 +47,8 @@ pub struct Compiler {
     image: ImageKind,
     version: (i32, i32),
     cache_dir: Option<PathBuf>,
+    /// Extra NVRTC options (`ET_NVRTC_OPTIONS`, split at whitespace), part of the cache key.
+    extra_options: Vec<String>,
     memory: Mutex<HashMap<String, Arc<CompileOutput>>>,
     compilations: AtomicUsize,
 }
@@ -68,9 +70,19 @@ impl Compiler {
             image: ImageKind::Cubin,
             version,
             cache_dir: cache_dir(),
+            extra_options: std::env::var("ET_NVRTC_OPTIONS")
+                .map(|v| v.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
             memory: Mutex::new(HashMap::new()),
             compilations: AtomicUsize::new(0),
         })
+    }
+
+    /// Passes `options` to NVRTC after its own (`-D` macros, `-maxrregcount=N`, ...) instead
+    /// of those of `ET_NVRTC_OPTIONS`; they are part of the cache key.
+    pub fn with_extra_options(mut self, options: Vec<String>) -> Self {
+        self.extra_options = options;
+        self
     }
 
     /// Produces PTX for the driver to compile at load, instead of CUBIN: for a GPU newer
@@ -112,7 +124,14 @@ impl Compiler {
             ImageKind::Cubin => self.arch.clone(),
             ImageKind::Ptx => self.arch.replace("sm_", "compute_"),
         };
-        vec![format!("--gpu-architecture={arch}"), "-std=c++17".into(), "-lineinfo".into(), "-default-device".into()]
+        let mut options = vec![
+            format!("--gpu-architecture={arch}"),
+            "-std=c++17".into(),
+            "-lineinfo".into(),
+            "-default-device".into(),
+        ];
+        options.extend(self.extra_options.iter().cloned());
+        options
     }
 
     /// Compiles a megakernel (in-process cache, then disk cache, then NVRTC). Returns the

@@ -225,8 +225,13 @@ fn trace_is_valid_json_with_every_task() {
     let report = splitk_gemm::launch_with(&gpu, &opts, &a, &b, &mut part, &mut c).unwrap();
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let events = json["traceEvents"].as_array().unwrap();
-    let tasks: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let tasks: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["ph"] == "X" && e["cat"] != et_core::trace::WAIT_CATEGORY).collect();
     assert_eq!(tasks.len(), report.tasks as usize);
+    // each task that waited has one nested wait slice inside its own
+    let waits = events.iter().filter(|e| e["cat"] == et_core::trace::WAIT_CATEGORY);
+    assert!(waits.clone().all(|w| tasks.iter().any(|t| t["tid"] == w["tid"] && t["ts"] == w["ts"])));
+    assert!(waits.count() <= tasks.len());
     assert!(tasks.iter().all(|t| t["dur"].as_f64().unwrap() >= 0.0));
     assert!(tasks.iter().any(|t| t["name"] == "reduce[7, 3]"));
     std::fs::remove_file(&path).ok();

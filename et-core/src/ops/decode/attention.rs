@@ -30,10 +30,10 @@ macro_rules! chunk_cuda {
 template <int SG, int SD, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
                                                 M ml) {
+    constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
     __shared__ float s_m[32 * 8];
-    __shared__ float s_l[8];
-    __shared__ float s_o[8 * 128];
-    constexpr int GM = SG >= 1 ? SG : 8;
+    __shared__ float s_lw[32 * 8];
+    __shared__ float s_acc[4 * GM * DM];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     if (valid <= 0) {
         // a chunk past the position: nothing to read (most chunks of a short context)
@@ -46,8 +46,10 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
     }
     const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
     const bool vec = vec_rows(k.ptr, k.stride[1], k.stride[2]) && vec_rows(v.ptr, v.stride[1], v.stride[2]);
-    for (int e = threadIdx.x; e < G * D; e += blockDim.x) s_o[e] = 0.0f;
-    if (threadIdx.x < 8) s_l[threadIdx.x] = 0.0f;
+    // a warp takes 2 * groups rows per step: with no more valid rows than that (a short
+    // context's last chunk), warp 0 does the whole chunk and no cross-warp combine runs
+    const bool one_warp = valid <= 2 * groups;
+    if (one_warp && warp != 0) return;
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
@@ -104,32 +106,72 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
             for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ca + __shfl_xor_sync(0xffffffffu, acc[g][i], off) * cb;
             m[g] = mn;
         }
-        if (lane == 0) s_m[warp * 8 + g] = m[g];
+        if (lane == 0) {
+            s_m[warp * 8 + g] = m[g];
+            s_lw[warp * 8 + g] = l[g];
+        }
+    }
+    if (one_warp) {
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            if (lane < lanes) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) o(g, d0 + i) = acc[g][i];
+            }
+            if (lane == 0) {
+                ml(g, 0) = l[g] > 0.0f ? m[g] : __int_as_float(0xff800000);
+                ml(g, 1) = l[g];
+            }
+        }
+        return;
     }
     __syncthreads();
-    // the block's max per head by a warp-wide reduction over the warps' maxima (every
-    // warp computes it), then each warp with rows adds its rescaled share
+    // The block's max per head, by a warp-wide reduction over the warps' maxima (every
+    // warp computes it); then the warps' rescaled outputs are summed in 4 slots of shared
+    // memory, round by round (warp w adds into slot w % 4 in round w / 4), with plain
+    // stores: float atomics on shared memory are compare-and-swap loops, and 16 warps on
+    // the same addresses serialise them (measured: 4 us of a chunk task).
     float mine = -1e30f; // head threadIdx.x's block max, for thread g < G
+    float c[GM];
 #pragma unroll
     for (int g = 0; g < GM; ++g) {
+        c[g] = 0.0f;
         if (g >= G) break;
         float mx = lane < warps ? s_m[lane * 8 + g] : -1e30f;
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
         if (threadIdx.x == g) mine = mx;
-        if (l[g] > 0.0f) {
-            const float c = __expf(m[g] - mx);
-            if (lane < lanes) {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) atomicAdd(&s_o[g * D + d0 + i], acc[g][i] * c);
-            }
-            if (lane == 0) atomicAdd(&s_l[g], l[g] * c);
-        }
+        c[g] = l[g] > 0.0f ? __expf(m[g] - mx) : 0.0f;
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < G * D; e += blockDim.x) o(e / D, e % D) = s_o[e];
+    const int rounds = (warps + 3) / 4, slots = warps < 4 ? warps : 4;
+    for (int r = 0; r < rounds; ++r) {
+        if ((warp >> 2) == r && lane < lanes) {
+            float* slot = s_acc + (warp & 3) * (GM * DM);
+#pragma unroll
+            for (int g = 0; g < GM; ++g) {
+                if (g >= G) break;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float v = acc[g][i] * c[g];
+                    slot[g * DM + d0 + i] = r == 0 ? v : slot[g * DM + d0 + i] + v;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+        const int g = e / D, i = e % D;
+        float t = 0.0f;
+        for (int k = 0; k < slots; ++k) t += s_acc[k * (GM * DM) + g * DM + i];
+        o(g, i) = t;
+    }
     if (threadIdx.x < G) {
-        const float l = s_l[threadIdx.x];
+        float l = 0.0f;
+        for (int w = 0; w < warps; ++w) {
+            const float lw = s_lw[w * 8 + threadIdx.x];
+            if (lw > 0.0f) l += lw * __expf(s_m[w * 8 + threadIdx.x] - mine);
+        }
         ml(threadIdx.x, 0) = l > 0.0f ? mine : __int_as_float(0xff800000); // -inf: an empty chunk
         ml(threadIdx.x, 1) = l;
     }
