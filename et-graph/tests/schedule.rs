@@ -173,8 +173,8 @@ fn early_batches_cover_each_single_producer_task_once_after_its_producer() {
             let steps = batch.iter().filter(|&&t| t >= step && t < step + r as u32).count();
             assert!(steps <= levels as usize, "R = {r}: {steps} steps in one batch");
         }
-        for t in 0..res.n_tasks as usize {
-            assert_eq!(seen[t], b.early[t] as u32, "R = {r}, levels {levels}: task {t} pushed {} times", seen[t]);
+        for (t, (&times, &early)) in seen.iter().zip(&b.early).enumerate() {
+            assert_eq!(times, early as u32, "R = {r}, levels {levels}: task {t} pushed {times} times");
         }
         // the seed's batch holds the leaves and the first `levels` steps
         let first = b.batch_of[start as usize] as usize;
