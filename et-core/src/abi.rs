@@ -383,7 +383,7 @@ mod tests {
         assert_eq!(size_of::<TensorArg>(), 8 + 2 * 8 * MAX_RANK);
         let decl = c_declarations();
         assert!(decl.contains("static_assert(sizeof(TensorArg) == 72,"), "{decl}");
-        assert!(decl.contains("static_assert(ET_OFFSETOF(Runtime, epoch) == 104,"), "{decl}");
+        assert!(decl.contains("static_assert(ET_OFFSETOF(Runtime, epoch) == 120,"), "{decl}");
         assert!(decl.contains("    const uint4* consumers;"), "{decl}");
         assert!(decl.contains("    long long shape[4];"), "{decl}");
         assert_eq!(decl.matches("static_assert(").count(), 2 + TensorArg::FIELDS.len() + Runtime::FIELDS.len());
