@@ -1,6 +1,7 @@
 //! GPU benchmarks of et, printed as a table (and as JSON lines with `--json FILE`):
 //!
-//! - one dependency hop: a chain of tasks on different SMs, time per task;
+//! - one dependency hop: a chain of tasks on different SMs, time per task (static, and
+//!   dynamic through early dispatch and through the completion path's local slot);
 //! - launch overhead of an empty megakernel (host wall time per launch, and kernel time);
 //! - cold NVRTC compile and cached load of the split-K kernels;
 //! - split-K GEMM as one megakernel against the same tiles as two kernels.
@@ -154,6 +155,27 @@ fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Er
     Ok(())
 }
 
+/// A chain whose step `i` waits on `c[i]` (step `i - 1`) and `k[i]` (its own kick task, a
+/// seed): with two producers no step is dispatched early, so under the dynamic schedule
+/// each hop is the completion path: the signal's add completes `c[i + 1]`, and the
+/// completing CTA takes step `i + 1` into its local slot and runs it next.
+#[megakernel(threads = 128)]
+pub fn two_producer_hops(anchor: &Tensor<f32, { [N + 1] }>) {
+    let c = event!([N + 1]);
+    let k = event!([N]);
+    tile!(start[z] in [1] {
+        signal!(c[0]);
+    });
+    tile!(kick[i] in [N] {
+        signal!(k[i]);
+    });
+    tile!(step[i] in [N] {
+        wait!(k[i]);
+        wait!(c[i]);
+        signal!(c[i + 1]);
+    });
+}
+
 fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
     for n in [1000usize, 10000] {
         let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
@@ -162,7 +184,7 @@ fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
         let runs = [
             (ScheduleKind::Static, None, "static, cross-SM"),
             (ScheduleKind::Static, Some(1), "static, same SM"),
-            (ScheduleKind::Dynamic, None, "dynamic ready queue"),
+            (ScheduleKind::Dynamic, None, "dynamic: early dispatch, waits in place"),
         ];
         for (schedule, workers, what) in runs {
             let placement = Placement::RoundRobin;
@@ -175,6 +197,18 @@ fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {
             let per = median(&times) / (n as f64 + 1.0) * 1e6;
             out.row(&format!("dependency hop, chain of {n} ({what})"), per, "us", "median of 20, kernel time / tasks");
         }
+        // the dynamic schedule's completion path, where early dispatch does not apply
+        let opts = LaunchOptions { schedule: Some(ScheduleKind::Dynamic), trace: None, ..Default::default() };
+        two_producer_hops::launch_with(gpu, &opts, &anchor)?;
+        let times: Vec<f64> = (0..20)
+            .map(|_| two_producer_hops::launch_with(gpu, &opts, &anchor).map(|r| r.elapsed.as_secs_f64()))
+            .collect::<Result<_, _>>()?;
+        out.row(
+            &format!("dependency hop, chain of {n} (dynamic: two producers a step, local slot)"),
+            median(&times) / n as f64 * 1e6,
+            "us",
+            "median of 20, kernel time / steps",
+        );
     }
     Ok(())
 }

@@ -29,6 +29,12 @@ pub const SMEM_SLACK: usize = 128;
 /// all in global-timer nanoseconds.
 pub const TRACE_WORDS: usize = 4;
 
+/// Words of the dynamic schedule's state (`Runtime::dyn_state`) for `n_tasks` tasks: four
+/// counters, a 64-bit ready slot per task and a pending count per task.
+pub const fn dyn_state_words(n_tasks: u32) -> usize {
+    4 + 3 * n_tasks as usize
+}
+
 /// How a queue entry (static queue table, dynamic seeds and ready slots) packs a task's
 /// group above its task id, so that the kernel finds the group in O(1): the group in the
 /// upper `32 - shift` bits, the task id in the lower `shift` (`ET_TASK_SHIFT`).
@@ -134,14 +140,20 @@ abi_struct! {
         queue_offsets: u64 => "const unsigned int*",
         /// Static schedule: task ids.
         queue_tasks: u64 => "const unsigned int*",
-        /// Dynamic schedule: tasks ready at the start.
-        seeds: u64 => "const unsigned int*",
-        /// Dynamic schedule: element -> consumers (CSR offsets).
+        /// Dynamic schedule: tasks ready at the start, as (queue entry, batch + 1 or 0).
+        seeds: u64 => "const uint2*",
+        /// Dynamic schedule: element -> the consumers its completion may make ready
+        /// (CSR offsets; early tasks are not listed).
         consumer_offsets: u64 => "const unsigned int*",
-        /// Dynamic schedule: (task, waited elements incomplete at the start).
-        consumers: u64 => "const uint2*",
-        /// Dynamic schedule: `[head, tail, pending_done[n_tasks], ready[n_tasks]]`,
-        /// zeroed per launch.
+        /// Dynamic schedule: (queue entry, waited elements incomplete at the start,
+        /// batch + 1 or 0, unused).
+        consumers: u64 => "const uint4*",
+        /// Dynamic schedule: batch -> early tasks it pushes (CSR offsets).
+        batch_offsets: u64 => "const unsigned int*",
+        /// Dynamic schedule: the early tasks of every batch, as (queue entry, batch + 1 or 0).
+        batch_items: u64 => "const uint2*",
+        /// Dynamic schedule: `[head, tail, waiting, local, ready[n_tasks] (u64 slots),
+        /// pending_done[n_tasks]]` (`DYN_STATE_WORDS`), zeroed per launch.
         dyn_state: u64 => "unsigned int*",
         /// Set once by the watchdog.
         abort_flag: u64 => "unsigned int*",
@@ -371,8 +383,8 @@ mod tests {
         assert_eq!(size_of::<TensorArg>(), 8 + 2 * 8 * MAX_RANK);
         let decl = c_declarations();
         assert!(decl.contains("static_assert(sizeof(TensorArg) == 72,"), "{decl}");
-        assert!(decl.contains("static_assert(ET_OFFSETOF(Runtime, epoch) == 104,"), "{decl}");
-        assert!(decl.contains("    const uint2* consumers;"), "{decl}");
+        assert!(decl.contains("static_assert(ET_OFFSETOF(Runtime, epoch) == 120,"), "{decl}");
+        assert!(decl.contains("    const uint4* consumers;"), "{decl}");
         assert!(decl.contains("    long long shape[4];"), "{decl}");
         assert_eq!(decl.matches("static_assert(").count(), 2 + TensorArg::FIELDS.len() + Runtime::FIELDS.len());
     }

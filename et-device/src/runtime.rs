@@ -7,7 +7,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBi
 pub(crate) use et_core::abi::Runtime;
 use et_core::abi::{ArgsLayout, EtArgs, TaskWords};
 use et_core::graph::resolve::LaunchTensors;
-use et_core::graph::schedule::{DynamicPlan, Placement, StaticSchedule};
+use et_core::graph::schedule::{DynamicPlan, EARLY_LEVELS, EarlyBatches, Placement, StaticSchedule};
 use et_core::graph::{GraphSpec, Resolved, ScheduleKind};
 use et_core::{Error, RawTensor};
 
@@ -33,10 +33,15 @@ pub(crate) struct GraphState {
     targets: CudaSlice<u32>,
     queue_offsets: CudaSlice<u32>,
     queue_tasks: CudaSlice<u32>,
+    /// Pairs (queue entry, batch + 1 or 0) of the tasks ready at the start.
     seeds: CudaSlice<u32>,
+    /// Element -> the consumers its completion may make ready (early tasks left out).
     consumer_offsets: CudaSlice<u32>,
-    /// Pairs (consumer task, its incomplete waited elements at the start).
+    /// Quadruples (queue entry, incomplete waited elements at the start, batch + 1 or 0, 0).
     consumers: CudaSlice<u32>,
+    /// Early-dispatch batches (`EarlyBatches`): offsets, and pairs (queue entry, batch + 1 or 0).
+    batch_offsets: CudaSlice<u32>,
+    batch_items: CudaSlice<u32>,
     /// `EtArgs` for this graph, without the tensors.
     args: EtArgs,
     layout: ArgsLayout,
@@ -93,18 +98,27 @@ impl GraphState {
             ScheduleKind::Dynamic => (vec![0; grid + 1], Vec::new()),
         };
         let plan = DynamicPlan::new(r);
+        let early = EarlyBatches::new(r, &plan, EARLY_LEVELS);
         let args = EtArgs::for_graph(r);
         let layout = ArgsLayout::new(r.spec);
         let alloc = device_err("allocating the graph state");
-        let consumers: Vec<u32> =
-            r.consumers.items.iter().flat_map(|&t| [entry(t), plan.pending[t as usize]]).collect();
-        let seeds: Vec<u32> = plan.seeds.iter().map(|&t| entry(t)).collect();
+        // a completion releases only the consumers that are not early (their batch root pushes those)
+        let mut consumer_offsets = vec![0u32];
+        let mut consumers: Vec<u32> = Vec::new();
+        for el in 0..r.n_elements as usize {
+            for &t in r.consumers.row(el).iter().filter(|&&t| !early.early[t as usize]) {
+                consumers.extend([entry(t), plan.pending[t as usize], early.batch_of[t as usize], 0]);
+            }
+            consumer_offsets.push((consumers.len() / 4) as u32);
+        }
+        let tagged = |t: u32| [entry(t), early.batch_of[t as usize]];
+        let seeds: Vec<u32> = plan.seeds.iter().flat_map(|&t| tagged(t)).collect();
+        let batch_items: Vec<u32> = early.items.iter().flat_map(|&t| tagged(t)).collect();
         Ok(GraphState {
             schedule,
             epoch: 0,
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1)).map_err(&alloc)?,
-            // [head, tail, pending_done[n], ready[n], CTAs waiting on the queue]
-            dyn_state: stream.alloc_zeros::<u32>(3 + 2 * r.n_tasks as usize).map_err(&alloc)?,
+            dyn_state: stream.alloc_zeros::<u32>(et_core::abi::dyn_state_words(r.n_tasks)).map_err(&alloc)?,
             trace: stream
                 .alloc_zeros::<u64>(et_core::abi::TRACE_WORDS * (r.n_tasks as usize).max(1))
                 .map_err(&alloc)?,
@@ -115,8 +129,10 @@ impl GraphState {
             queue_offsets: upload(stream, &offsets)?,
             queue_tasks: upload(stream, &tasks)?,
             seeds: upload(stream, &seeds)?,
-            consumer_offsets: upload(stream, &r.consumers.offsets)?,
+            consumer_offsets: upload(stream, &consumer_offsets)?,
             consumers: upload(stream, &consumers)?,
+            batch_offsets: upload(stream, &early.offsets)?,
+            batch_items: upload(stream, &batch_items)?,
             args,
             layout,
             resolved,
@@ -138,6 +154,8 @@ impl GraphState {
             seeds: ptr(&self.seeds),
             consumer_offsets: ptr(&self.consumer_offsets),
             consumers: ptr(&self.consumers),
+            batch_offsets: ptr(&self.batch_offsets),
+            batch_items: ptr(&self.batch_items),
             dyn_state: ptr(&self.dyn_state),
             abort_flag: ptr(&self.abort_flag),
             error: ptr(&self.error_record),

@@ -1,5 +1,5 @@
-//! Schedules: static per-worker queues cut from one topological order, and the
-//! starting state of the dynamic ready queue.
+//! Schedules: static per-worker queues cut from one topological order, the starting
+//! state of the dynamic ready queue, and the device's early-dispatch batches.
 //!
 //! Why slices of one order: every queue lists its tasks in the order they appear in one
 //! global topological order, so the earliest unfinished task of that order is always at
@@ -112,6 +112,78 @@ impl DynamicPlan {
             .collect();
         let seeds = (0..r.n_tasks).filter(|&t| pending[t as usize] == 0).collect();
         DynamicPlan { pending, seeds }
+    }
+}
+
+/// Levels of early dispatch one batch spans: a popped task pushes its single-producer
+/// descendants this many levels deep (see [`EarlyBatches`]).
+pub const EARLY_LEVELS: u32 = 4;
+
+/// Early dispatch for the device's dynamic schedule.
+///
+/// A task whose waited elements are all signalled by one other task (its single producer:
+/// a chain link, or one branch of a fan-out) is *early*: it is not pushed when its
+/// elements complete but when its producer is taken by a CTA, and the CTA that takes it
+/// waits on its events in place, as under the static schedule, so a dependency costs the
+/// signal's latency and no queue round trip. Early tasks form a forest under their
+/// producers; a task at depth `d` of it is pushed in the batch of its ancestor at depth
+/// `levels * ((d - 1) / levels)`, the batch root, when that root is taken. Every batch lists
+/// producers before consumers, so one task's producer is always taken (by another CTA)
+/// before it, or lies earlier in the ring: no CTA can wait in place on a task behind itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EarlyBatches {
+    /// Per task: whether it is early (pushed by its batch root, never by a completion).
+    pub early: Vec<bool>,
+    /// Per task: 1 + the index of the batch it pushes when taken, 0 when it has none.
+    pub batch_of: Vec<u32>,
+    /// Batch `b` is `items[offsets[b] .. offsets[b + 1]]`, each task after its producer.
+    pub offsets: Vec<u32>,
+    /// The early tasks of every batch, concatenated.
+    pub items: Vec<TaskId>,
+}
+
+impl EarlyBatches {
+    /// Finds the early tasks of `r` (tasks with pending waits in `plan` and exactly one
+    /// producer task) and cuts their forest into batches `levels` deep (at least 1).
+    pub fn new(r: &Resolved<'_>, plan: &DynamicPlan, levels: u32) -> EarlyBatches {
+        let n = r.n_tasks as usize;
+        let levels = levels.max(1);
+        let mut producer = vec![u32::MAX; n];
+        let mut depth = vec![0u32; n];
+        // the order lists producers first, so a producer's depth is known before its consumers'
+        for &t in &r.order {
+            let t = t as usize;
+            if plan.pending[t] == 0 {
+                continue;
+            }
+            let mut deps = r.dependencies(t as TaskId);
+            let Some(p) = deps.next() else { continue };
+            if deps.all(|d| d == p) {
+                producer[t] = p;
+                depth[t] = depth[p as usize] + 1;
+            }
+        }
+        let mut members: Vec<Vec<TaskId>> = vec![Vec::new(); n];
+        for &t in &r.order {
+            let d = depth[t as usize];
+            if d == 0 {
+                continue;
+            }
+            let mut root = producer[t as usize];
+            for _ in 0..(d - 1) % levels {
+                root = producer[root as usize];
+            }
+            members[root as usize].push(t);
+        }
+        let mut batch_of = vec![0u32; n];
+        let mut offsets = vec![0u32];
+        let mut items = Vec::new();
+        for (root, m) in members.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
+            items.extend_from_slice(m);
+            offsets.push(items.len() as u32);
+            batch_of[root] = (offsets.len() - 1) as u32;
+        }
+        EarlyBatches { early: depth.iter().map(|&d| d > 0).collect(), batch_of, offsets, items }
     }
 }
 

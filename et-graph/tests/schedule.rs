@@ -2,7 +2,7 @@
 
 use et_graph::build::*;
 use et_graph::resolve::LaunchTensors;
-use et_graph::schedule::{DynamicPlan, Placement, SplitMix64, StaticSchedule, random_order};
+use et_graph::schedule::{DynamicPlan, EarlyBatches, Placement, SplitMix64, StaticSchedule, random_order};
 use et_graph::{Access, Count, DType, GraphSpec, Index, Resolved};
 
 struct Shapes(Vec<Vec<i64>>);
@@ -118,6 +118,68 @@ fn dynamic_plan_seeds_tasks_without_waits() {
     assert_eq!(plan.pending[fanin], 4);
     // inverse map: done[1] is consumed by total[1] alone
     assert_eq!(res.consumers.row(1), &[total0 as u32 + 1]);
+}
+
+/// A chain of R steps from `start`, three leaves fanning out of `start`, and `mixed`'s
+/// fan-in shape: `sum` waits on every chain element (many producers).
+fn chain_and_fan() -> GraphSpec {
+    graph(
+        "chain_and_fan",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0).add(&lit(1))], Access::Read)],
+        vec![event("c", vec![dim(0).add(&lit(1))], Count::Inferred)],
+        vec![
+            group("start", &["z"], vec![lit(1)], vec![], vec![at(0, vec![point(lit(0))])]),
+            group(
+                "step",
+                &["i"],
+                vec![dim(0)],
+                vec![at(0, vec![point(var(0))])],
+                vec![at(0, vec![point(var(0).add(&lit(1)))])],
+            ),
+            group("leaf", &["j"], vec![lit(3)], vec![at(0, vec![point(lit(0))])], vec![]),
+            group("sum", &["z"], vec![lit(1)], vec![at(0, vec![Index::All])], vec![]),
+        ],
+    )
+}
+
+#[test]
+fn early_batches_cover_each_single_producer_task_once_after_its_producer() {
+    let spec = chain_and_fan();
+    for (r, levels) in [(1i64, 1u32), (7, 2), (9, 4), (30, 4)] {
+        let res = Resolved::new(&spec, &Shapes(vec![vec![r + 1]])).unwrap();
+        let plan = DynamicPlan::new(&res);
+        let b = EarlyBatches::new(&res, &plan, levels);
+        let (start, step, leaf, sum) = (0u32, res.groups[1].first, res.groups[2].first, res.groups[3].first);
+        // every step and leaf has one producer; the seed and the fan-in are not early
+        let early: Vec<u32> = (0..res.n_tasks).filter(|&t| b.early[t as usize]).collect();
+        let mut want: Vec<u32> = (step..step + r as u32).chain(leaf..leaf + 3).collect();
+        want.sort();
+        assert_eq!(early, want, "R = {r}");
+        assert!(!b.early[start as usize] && !b.early[sum as usize]);
+        let mut seen = vec![0; res.n_tasks as usize];
+        for (root, &k) in b.batch_of.iter().enumerate().filter(|(_, k)| **k != 0) {
+            let batch = &b.items[b.offsets[k as usize - 1] as usize..b.offsets[k as usize] as usize];
+            assert!(!batch.is_empty());
+            for (pos, &t) in batch.iter().enumerate() {
+                seen[t as usize] += 1;
+                let producer = res.dependencies(t).next().unwrap();
+                assert!(
+                    producer == root as u32 || batch[..pos].contains(&producer),
+                    "R = {r}, levels {levels}: task {t} before its producer {producer} in the batch of {root}"
+                );
+            }
+            // a batch spans at most `levels` levels of the chain
+            let steps = batch.iter().filter(|&&t| t >= step && t < step + r as u32).count();
+            assert!(steps <= levels as usize, "R = {r}: {steps} steps in one batch");
+        }
+        for (t, (&times, &early)) in seen.iter().zip(&b.early).enumerate() {
+            assert_eq!(times, early as u32, "R = {r}, levels {levels}: task {t} pushed {times} times");
+        }
+        // the seed's batch holds the leaves and the first `levels` steps
+        let first = b.batch_of[start as usize] as usize;
+        assert_eq!(b.offsets[first] - b.offsets[first - 1], 3 + (r as u32).min(levels));
+    }
 }
 
 #[test]

@@ -273,6 +273,14 @@ __device__ __forceinline__ unsigned int atom_acq_rel_add(unsigned int* p, unsign
 __device__ __forceinline__ void st_release(unsigned int* p, unsigned int v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+__device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_u64(unsigned long long* p, unsigned long long v) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 __device__ __forceinline__ unsigned long long global_timer() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -293,13 +301,14 @@ struct Ctx {
     const unsigned int* group_first;  // n_groups + 1 (parameter space)
     const unsigned int* group_domain; // n_groups * ET_MAX_RANK (parameter space)
     unsigned int upcoming;            // thread 0, static: the next queue entry, loaded one task ahead
+    unsigned long long local_next;    // thread 0, dynamic: a released task this CTA runs next (0: none)
     int task_shift;                   // a queue entry is `group << task_shift | task`
     unsigned char* arena;             // the dynamic shared-memory arena, 128-byte aligned
 
     __device__ Ctx(const Runtime& r, int* abort_smem, int groups, int shift, const unsigned int* first,
                    const unsigned int* domain, unsigned char* smem)
         : rt(r), task(0), s_abort(abort_smem), n_groups(groups), group_first(first), group_domain(domain), upcoming(0),
-          task_shift(shift), arena(smem) {}
+          local_next(0), task_shift(shift), arena(smem) {}
 
     // The CTA's shared-memory arena (128-byte aligned): as many bytes as the largest
     // `smem` an op call of this megakernel declares. Ops that declare `smem` get it as
@@ -390,42 +399,178 @@ struct Ctx {
             if (!rt.dynamic) {
                 red_release_add(rt.counters + e, 1u);
             } else {
+                // the table loads do not depend on the add: issued first, they overlap its
+                // release fence instead of following its round trip
+                const unsigned int target = target_of(e, count);
+                const unsigned int begin = __ldg(rt.consumer_offsets + e), end = __ldg(rt.consumer_offsets + e + 1);
                 const unsigned int old = atom_acq_rel_add(rt.counters + e, 1u);
-                if (old + 1u == rt.epoch * target_of(e, count)) complete(e);
+                if (old + 1u == rt.epoch * target) complete(begin, end);
             }
         }
     }
 
-    // Dynamic scheduling: element e completed, release its consumers. A consumer that
-    // waits on this element alone is pushed without touching its pending counter.
-    __device__ void complete(unsigned int e) {
-        unsigned int* pending_done = rt.dyn_state + 2;
-        unsigned int* ready = rt.dyn_state + 2 + rt.n_tasks;
-        const unsigned int begin = __ldg(rt.consumer_offsets + e), end = __ldg(rt.consumer_offsets + e + 1);
+    // ------------------------------------------------------------ dynamic schedule
+    //
+    // `rt.dyn_state` (zeroed before every launch; the event counters are not, see the epoch):
+    //   [0] head     ring positions claimed by CTAs: the seeds first, then the ready slots
+    //   [1] tail     ready slots claimed by pushers
+    //   [2] waiting  CTAs idle on the ring, or done for good (the pop's watchdog)
+    //   [3] local    tasks run from a CTA's local slot, which never enter the ring
+    //   [4 ..]       ready: n_tasks 64-bit slots {queue entry + 1, batch + 1 or 0}, 0 = empty
+    //   [4 + 2n ..]  pending_done: per task, waited elements completed so far
+    //
+    // A task enters the schedule exactly once, in one of three ways:
+    // - ready: its last incomplete waited element completes (the signaller whose add reaches
+    //   the count walks the element's consumers; a consumer waiting on it alone skips its
+    //   pending counter). The completing CTA keeps the first such task in its local slot and
+    //   runs it after its current task, with no queue traffic; the others it pushes.
+    // - early: a task whose waited elements are all signalled by one producer task is pushed
+    //   in the batch of an ancestor (et_graph::schedule::EarlyBatches) when that ancestor is
+    //   taken by a CTA, and waits on its events in place, like a static task: its hop is one
+    //   signal, not a queue round trip. A batch spans several levels of a chain, so the
+    //   dispatch runs ahead of the execution.
+    // - a seed: ring positions below n_seeds read the seed table.
+    //
+    // Memory order: a push stores its slot with st.release after the task's inputs were
+    // acquired (the completing add is acq_rel); a pop reads the slot with ld.acquire; and
+    // every task also acquires its own elements in its waits, so the data a task reads is
+    // ordered after its producers' writes whichever way it was dispatched.
+    //
+    // No CTA waits on a task that cannot run. A CTA is committed to one task at a time: the
+    // one it runs, or the ring position it has claimed (positions are claimed in order, and
+    // a CTA claims the next only after its task ended). Take the committed, unfinished task
+    // committed first. If it was pushed ready, its waits hold already. If it is early, its
+    // producer is either the batch root, taken before the batch was pushed, or an earlier
+    // task of the same batch, in a lower ring position and so claimed earlier: either way
+    // committed earlier, hence finished, so its waits hold too. So the oldest commitment
+    // always runs to completion, and no CTA blocks on a task queued behind itself.
+    //
+    // The ring holds n_tasks - local entries; `local` only grows, so a CTA whose claimed
+    // position is at or past n_tasks - local (read at any time) knows that position is never
+    // filled and stops.
+
+    __device__ __forceinline__ unsigned long long* ready_slots() const {
+        return reinterpret_cast<unsigned long long*>(rt.dyn_state + 4);
+    }
+    __device__ __forceinline__ static unsigned long long slot_value(unsigned int entry, unsigned int batch) {
+        return ((unsigned long long)batch << 32) | (unsigned long long)(entry + 1u);
+    }
+
+    // Thread 0: a consumer of a completed element became ready: run it here next, or push it.
+    __device__ __forceinline__ void release(unsigned int entry, unsigned int batch) {
+        if (local_next == 0ull) {
+            local_next = slot_value(entry, batch);
+            atomicAdd(rt.dyn_state + 3, 1u); // no return value used: a fire-and-forget reduction
+        } else {
+            const unsigned int slot = atomicAdd(rt.dyn_state + 1, 1u);
+            st_release_u64(ready_slots() + slot, slot_value(entry, batch));
+        }
+    }
+
+    // Thread 0: an element completed; release its consumers[begin, end) that became ready.
+    __device__ void complete(unsigned int begin, unsigned int end) {
+        unsigned int* pending_done = rt.dyn_state + 4 + 2 * rt.n_tasks;
         for (unsigned int k = begin; k < end; ++k) {
-            const uint2 c = __ldg(rt.consumers + k);
-            // c.x is a queue entry (group and task), pending_done is indexed by task
-            if (c.y == 1u || atom_acq_rel_add(pending_done + task_of(c.x), 1u) + 1u == c.y) {
-                const unsigned int slot = atomicAdd(rt.dyn_state + 1, 1u);
-                st_release(ready + slot, c.x + 1u);
+            const uint4 c = __ldg(rt.consumers + k); // {entry, pending at the start, batch, 0}
+            if (c.y == 1u || atom_acq_rel_add(pending_done + task_of(c.x), 1u) + 1u == c.y) release(c.x, c.z);
+        }
+    }
+
+    // Thread 0: claims the next ring position and waits for it; the slot value, or 0 when the
+    // CTA is done for good or the kernel aborts.
+    //
+    // The pop's watchdog measures progress, not time: a correct kernel may wait on the ring
+    // for as long as one long chain of tasks runs elsewhere. `waiting` counts the CTAs idle
+    // on the ring (or done for good); the timer restarts whenever the tail moves or some CTA
+    // is not waiting (it runs a task, which may push some). Only when every CTA has waited,
+    // and nothing was pushed, for the watchdog's limit can no task ever become ready: that
+    // is a stuck graph, and it aborts.
+    __device__ unsigned long long pop_ring() {
+        unsigned int* const st = rt.dyn_state;
+        unsigned int* const waiting = st + 2;
+        // the claim is relaxed, so the abort flag's load is in flight beside it
+        const unsigned int h = atomicAdd(st, 1u);
+        if (ld_acquire(rt.abort_flag) != 0) return 0ull;
+        if (h < rt.n_seeds) {
+            const uint2 s = __ldg(rt.seeds + h);
+            return slot_value(s.x, s.y);
+        }
+        unsigned long long v = 0ull;
+        if (h < rt.n_tasks) {
+            v = ld_acquire_u64(ready_slots() + (h - rt.n_seeds));
+            if (v != 0ull) return v;
+        }
+        if (h >= rt.n_tasks - ld_acquire(st + 3)) {
+            atomicAdd(waiting, 1u); // never filled: idle for good
+            return 0ull;
+        }
+        const unsigned long long* slot = ready_slots() + (h - rt.n_seeds);
+        atomicAdd(waiting, 1u);
+        unsigned int tail = ld_acquire(st + 1), backoff = 32;
+        unsigned long long start = global_timer();
+        for (unsigned int i = 1;; ++i) {
+            if (i > ET_BUSY_POLLS) {
+                __nanosleep(backoff);
+                if (backoff < 256) backoff <<= 1;
             }
+            v = ld_acquire_u64(slot);
+            if (v != 0ull) break;
+            if ((i & 15) != 0) continue;
+            if (ld_acquire(rt.abort_flag) != 0) break;
+            if (h >= rt.n_tasks - ld_acquire(st + 3)) return 0ull; // never filled: stays counted as waiting
+            const unsigned int now_tail = ld_acquire(st + 1);
+            const unsigned long long now = global_timer();
+            if (now_tail != tail || ld_acquire(waiting) < gridDim.x) {
+                tail = now_tail;
+                start = now;
+            } else if (now - start > rt.watchdog_ns) {
+                raise(0xffffffffu, 0u, 1u);
+                break;
+            }
+        }
+        atomicSub(waiting, 1u);
+        return v;
+    }
+
+    // Thread 0: the CTA's next task as a slot value (0: none left, or aborting): the local
+    // slot first, else the ring. Only the ring checks the abort flag: a local task is ready,
+    // so it runs to its end, and the next pop or unmet wait sees the flag.
+    __device__ __forceinline__ unsigned long long take() {
+        if (local_next != 0ull) {
+            const unsigned long long v = local_next;
+            local_next = 0ull;
+            return v;
+        }
+        return pop_ring();
+    }
+
+    // Every thread: pushes batch `b` (the 1-based index a slot value carries), whose root
+    // this CTA has just taken. Thread 0 claims the slots, the CTA fills them. The items are
+    // in producer-before-consumer order, and so are their slots (the argument above).
+    __device__ void push_batch(unsigned int b) {
+        __shared__ unsigned int s_first, s_count, s_slot;
+        if (threadIdx.x == 0) {
+            const unsigned int first = __ldg(rt.batch_offsets + b - 1), last = __ldg(rt.batch_offsets + b);
+            s_first = first;
+            s_count = last - first;
+            s_slot = atomicAdd(rt.dyn_state + 1, last - first);
+        }
+        __syncthreads();
+        for (unsigned int j = threadIdx.x; j < s_count; j += blockDim.x) {
+            const uint2 item = __ldg(rt.batch_items + s_first + j);
+            st_release_u64(ready_slots() + s_slot + j, slot_value(item.x, item.y));
         }
     }
 
     // Next task for this CTA; false when there is none left (or on abort). Static: the
-    // CTA's slice [cursor, end) of the queue table; dynamic: the shared ready queue.
+    // CTA's slice [cursor, end) of the queue table; dynamic: its local slot or the ring
+    // (above), after which it pushes the batch the task roots, before running it.
     // A stuck static CTA is always stuck in a wait, which sees the abort flag, so the
     // static path does not poll it here.
-    //
-    // The pop's watchdog measures progress, not time: a correct kernel may wait on the
-    // queue for as long as one long chain of tasks runs elsewhere. `waiting` counts the
-    // CTAs idle on the queue (or done for good); the pop's timer restarts whenever the
-    // queue's tail moves or some CTA is not waiting (it runs a task, which may push one).
-    // Only when every CTA has waited, and nothing was pushed, for the watchdog's limit
-    // can no task ever become ready: that is a stuck graph, and it aborts.
     __device__ bool next(unsigned int& cursor, unsigned int end, unsigned int& out) {
         __shared__ unsigned int s_task;
         __shared__ int s_more;
+        __shared__ unsigned int s_batch;
         if (threadIdx.x == 0) {
             s_more = 0;
             if (!rt.dynamic) {
@@ -435,46 +580,17 @@ struct Ctx {
                     // issue the load of the following entry now: it lands while this task runs
                     if (++cursor < end) upcoming = __ldg(rt.queue_tasks + cursor);
                 }
-            } else if (ld_acquire(rt.abort_flag) == 0) {
-                unsigned int* waiting = rt.dyn_state + 2 + 2 * rt.n_tasks;
-                const unsigned int h = atomicAdd(rt.dyn_state, 1u);
-                if (h < rt.n_seeds) {
-                    s_task = __ldg(rt.seeds + h);
+            } else {
+                const unsigned long long v = take();
+                s_batch = (unsigned int)(v >> 32);
+                if (v != 0ull) {
+                    s_task = (unsigned int)v - 1u;
                     s_more = 1;
-                } else if (h < rt.n_tasks) {
-                    const unsigned int* slot = rt.dyn_state + 2 + rt.n_tasks + (h - rt.n_seeds);
-                    unsigned int v = ld_acquire(slot);
-                    if (v == 0u) {
-                        atomicAdd(waiting, 1u);
-                        unsigned int tail = ld_acquire(rt.dyn_state + 1), backoff = 32;
-                        unsigned long long start = global_timer();
-                        for (unsigned int i = 1; v == 0u; ++i) {
-                            if (i > ET_BUSY_POLLS) {
-                                __nanosleep(backoff);
-                                if (backoff < 256) backoff <<= 1;
-                            }
-                            v = ld_acquire(slot);
-                            if (v != 0u || (i & 15) != 0) continue;
-                            if (ld_acquire(rt.abort_flag) != 0) break;
-                            const unsigned int now_tail = ld_acquire(rt.dyn_state + 1);
-                            const unsigned long long now = global_timer();
-                            if (now_tail != tail || ld_acquire(waiting) < gridDim.x) {
-                                tail = now_tail;
-                                start = now;
-                            } else if (now - start > rt.watchdog_ns) {
-                                raise(0xffffffffu, 0u, 1u);
-                                break;
-                            }
-                        }
-                        atomicSub(waiting, 1u);
-                    }
-                    if (v != 0u) { s_task = v - 1u; s_more = 1; }
-                } else {
-                    atomicAdd(waiting, 1u); // done: idle for good
                 }
             }
         }
         __syncthreads();
+        if (rt.dynamic && s_more && s_batch != 0u) push_batch(s_batch);
         out = s_task;
         task = task_of(s_task);
         const int more = s_more;
