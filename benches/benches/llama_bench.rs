@@ -30,7 +30,6 @@ use llama::{Decoder, LlamaConfig, LlamaWeights, Stamp};
 
 /// Llama 3 decode step: megakernel vs kernel-per-operator vs PyTorch (needs a CUDA GPU).
 #[derive(clap::Parser, Debug)]
-#[command(about)]
 struct Args {
     /// Models (comma-separated presets); each runs at every batch size it has a stamp for.
     #[arg(long, value_delimiter = ',', default_value = "llama-3.2-1b,llama-3.1-8b")]
