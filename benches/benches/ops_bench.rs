@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
+use et_benches::bandwidth::{COPY_BYTES, copy_bandwidth};
 use et_benches::median;
 use et_benches::ops::*;
 use et_core::LaunchReport;
@@ -330,21 +331,14 @@ extern "C" __global__ void read_floor(const uint4* p, unsigned long long n16, un
 "#;
 
 fn bandwidth(gpu: &Cuda, out: &mut Out) -> Res<()> {
-    let n: usize = 1 << 30;
+    let n: usize = COPY_BYTES;
     let stream = gpu.stream();
     let src = stream.alloc_zeros::<u8>(n)?;
-    let mut dst = stream.alloc_zeros::<u8>(n)?;
     let mut sink = stream.alloc_zeros::<u32>(1)?;
     let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let (start, end) = (gpu.context().new_event(timing)?, gpu.context().new_event(timing)?);
-    let copy = measure(out.runs, |_| {
-        start.record(stream)?;
-        stream.memcpy_dtod(&src, &mut dst)?;
-        end.record(stream)?;
-        stream.synchronize()?;
-        Ok(Duration::from_secs_f64(start.elapsed_ms(&end)? as f64 / 1e3))
-    })?;
-    out.copy_bw = 2.0 * n as f64 / copy;
+    out.copy_bw = copy_bandwidth(gpu, out.runs.warm, out.runs.timed)?;
+    let copy = 2.0 * n as f64 / out.copy_bw;
     let (image, _) = gpu.compiler().compile_source("read_floor", READ_FLOOR_CU)?;
     let module = gpu.context().load_module(cudarc::nvrtc::Ptx::from_binary(image.image.clone()))?;
     let read = module.load_function("read_floor")?;

@@ -1,7 +1,13 @@
 //! Kernels that the benchmark binaries time: a dependency chain (the cost of one hop),
 //! an empty megakernel (launch overhead), and the split-K GEMM cut into two kernels (the
-//! kernel-per-operator baseline of `splitk::splitk_gemm`).
+//! kernel-per-operator baseline of `splitk::splitk_gemm`); the decode operators
+//! ([`ops`]); the copy bandwidth every floor is measured against ([`bandwidth`]); and the
+//! Llama decode benchmark's kernel-per-operator baseline ([`llama_baseline`]) and its
+//! table, JSON lines and chart ([`llama_report`]).
 
+pub mod bandwidth;
+pub mod llama_baseline;
+pub mod llama_report;
 pub mod ops;
 
 use et_core::prelude::*;

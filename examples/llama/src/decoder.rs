@@ -62,6 +62,18 @@ impl Stamp {
         Geometry { preset, batch, chunks, chunk, vocab_tiles }
     }
 
+    /// Its megakernel: the graph's static dims are the stamp's tile sizes (read by the
+    /// kernel-per-operator baseline of `et-benches`, which launches the same tiles).
+    pub fn kernel(self) -> &'static et_core::Kernel {
+        match self {
+            Stamp::TinyB1 => &decode_tiny_b1::KERNEL,
+            Stamp::TinyB2 => &decode_tiny_b2::KERNEL,
+            Stamp::Llama1bB1 => &decode_1b_b1::KERNEL,
+            Stamp::Llama1bB8 => &decode_1b_b8::KERNEL,
+            Stamp::Llama8bB1 => &decode_8b_b1::KERNEL,
+        }
+    }
+
     /// The stamp for `config`'s shapes and `batch` sequences: the config must equal its
     /// preset in everything the megakernel has as a constant (all but the number of
     /// layers, a run-time dim, and the tied head, an argument).

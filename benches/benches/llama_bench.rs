@@ -1,0 +1,364 @@
+//! The Llama 3 decode step on the GPU (issue 10): the megakernel (static and dynamic
+//! schedule) against the same tile ops launched kernel-per-operator from Rust (on a stream,
+//! and replayed from a CUDA graph), and PyTorch's figures from the same card
+//! (`--torch-json`, the output of `torch_decode.py`), for every model and batch size that
+//! has a stamped megakernel (`llama::Stamp::ALL`) and each KV length.
+//!
+//! Per-step latency is the median of N steps after warm-up, each timed with CUDA events;
+//! the floor is the bytes a step must read (every weight once and the live KV cache) over
+//! the 1 GiB device-to-device copy bandwidth measured at the start of the same run. The KV
+//! length is data: the step's position is `KV - 1`, so it attends over `KV` positions.
+//! Process start to first token is measured by running this binary again as a child with
+//! an empty NVRTC cache (cold) and then the same cache (warm).
+//!
+//!     cargo bench -p et-benches --bench llama_bench -- --json llama.jsonl --svg llama.svg
+//!     .gpu/bin/llama_bench --torch-json torch.jsonl --json llama.jsonl --svg llama.svg
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use et_benches::bandwidth::copy_bandwidth;
+use et_benches::llama_baseline::shape::StepBytes;
+use et_benches::llama_baseline::{Baseline, Mode};
+use et_benches::llama_report::{self as report, FirstTokenRow, Record, StepRow};
+use et_benches::median;
+use et_core::{Backend, LaunchOptions, ScheduleKind};
+use et_device::Cuda;
+use llama::{Decoder, LlamaConfig, LlamaWeights, Stamp};
+
+/// Llama 3 decode step: megakernel vs kernel-per-operator vs PyTorch (needs a CUDA GPU).
+#[derive(clap::Parser, Debug)]
+struct Args {
+    /// Models (comma-separated presets); each runs at every batch size it has a stamp for.
+    #[arg(long, value_delimiter = ',', default_value = "llama-3.2-1b,llama-3.1-8b")]
+    configs: Vec<String>,
+    /// Only these batch sizes (comma-separated; default: every stamped one).
+    #[arg(long, value_delimiter = ',')]
+    batch: Vec<usize>,
+    /// KV lengths: positions each step attends over (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1024,8192")]
+    kv: Vec<usize>,
+    /// Timed steps per figure (the median is reported).
+    #[arg(long, default_value_t = 50)]
+    steps: usize,
+    /// Warm-up steps before the timed ones.
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 2024)]
+    seed: u64,
+    /// Write every row as a JSON line to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw the chart (latency against B per variant, with the floor) to this SVG file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// JSON lines of `torch_decode.py` (stdout) to include; repeatable.
+    #[arg(long)]
+    torch_json: Vec<PathBuf>,
+    /// Skip the process-start-to-first-token runs.
+    #[arg(long)]
+    no_first_token: bool,
+    /// Write a Perfetto trace of one megakernel step per figure into this directory.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Internal: run as the first-token child for this model.
+    #[arg(long, hide = true)]
+    first_token_child: Option<String>,
+    /// Internal: the first-token child's batch size.
+    #[arg(long, hide = true, default_value_t = 1)]
+    first_token_batch: usize,
+    /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+type Res<T> = Result<T, String>;
+
+fn main() {
+    use clap::Parser;
+    let args = Args::parse();
+    let result = match &args.first_token_child {
+        Some(config) => first_token_child(config, args.first_token_batch, args.seed),
+        None => run(&args),
+    };
+    if let Err(e) = result {
+        eprintln!("llama_bench: error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> Res<()> {
+    if args.steps == 0 {
+        return Err("--steps must be at least 1".into());
+    }
+    if let Some(k) = args.kv.iter().find(|&&k| k == 0) {
+        return Err(format!("--kv {k}: a step attends over at least one position"));
+    }
+    let torch_texts = args
+        .torch_json
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| (p.display().to_string(), t))
+                .map_err(|e| format!("--torch-json {}: {e}", p.display()))
+        })
+        .collect::<Res<Vec<_>>>()?;
+    let mut json = match &args.json {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?),
+        None => None,
+    };
+    let mut emit = |r: &Record| {
+        if let Some(f) = &mut json
+            && let Err(e) = writeln!(f, "{}", r.json_line())
+        {
+            eprintln!("llama_bench: warning: writing the JSON line failed: {e}");
+        }
+    };
+    let plan = plan(&args.configs, &args.batch)?;
+    let gpu = Cuda::new(0).map_err(|e| e.to_string())?;
+    println!("{}; medians of {} steps after {} warm-up steps", gpu.describe(), args.steps, args.warmup);
+    let copy_bw = copy_bandwidth(&gpu, 2, 10)?;
+    println!("copy bandwidth (1 GiB cuMemcpyDtoD, read + written bytes): {:.3} TB/s\n", copy_bw / 1e12);
+    emit(&Record::Copy { bytes_per_s: copy_bw });
+    let floor_ms = |config: &str, batch: usize, kv: usize| {
+        LlamaConfig::preset(config).ok().map(|c| StepBytes::new(&c, batch, kv).floor_seconds(copy_bw) * 1e3)
+    };
+
+    let mut rows = Vec::new();
+    for (config, stamps) in &plan {
+        let c = LlamaConfig::preset(config).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        let weights = LlamaWeights::random(&c, args.seed).map_err(|e| e.to_string())?;
+        println!("{config}: random weights in {:.1} s", t0.elapsed().as_secs_f64());
+        for stamp in stamps {
+            let batch = stamp.geometry().batch;
+            let bench = Bench { gpu: &gpu, weights: &weights, batch, steps: args.steps, warmup: args.warmup };
+            for r in bench.run(&args.kv, &floor_ms, args.trace.as_deref())? {
+                println!("  {config} B = {batch} KV = {}: {:<20} {:>8.3} ms/step", r.kv, r.variant, r.step_ms);
+                emit(&Record::Step(r.clone()));
+                rows.push(r);
+            }
+        }
+    }
+    for (name, text) in &torch_texts {
+        let torch = report::torch::torch_rows(text, name, floor_ms)?;
+        if torch.is_empty() {
+            eprintln!("llama_bench: warning: {name} has no measurement lines");
+        }
+        for r in torch {
+            emit(&Record::Step(r.clone()));
+            rows.push(r);
+        }
+    }
+    let mut first = Vec::new();
+    if !args.no_first_token {
+        for (config, stamps) in &plan {
+            let batch = stamps[0].geometry().batch;
+            for r in first_token(config, batch, args.seed)? {
+                emit(&Record::FirstToken(r.clone()));
+                first.push(r);
+            }
+        }
+    }
+    println!("\n{}\n\n{}", report::LEGEND, report::table(&rows));
+    if !first.is_empty() {
+        println!("process start to first token (megakernel, llama::Decoder):\n{}", report::first_token_table(&first));
+    }
+    if let Some(path) = &args.svg {
+        report::chart::write_svg(path, &rows)?;
+        println!("chart: {}", path.display());
+    }
+    Ok(())
+}
+
+/// The stamps to run per model, in the order asked: every stamp of the model whose batch
+/// is in `batches` (all when empty). Errors for an unknown model or a model with none.
+fn plan(configs: &[String], batches: &[usize]) -> Res<Vec<(String, Vec<Stamp>)>> {
+    let mut plan = Vec::new();
+    for config in configs {
+        LlamaConfig::preset(config).map_err(|e| e.to_string())?;
+        let stamps: Vec<Stamp> = Stamp::ALL
+            .into_iter()
+            .filter(|s| s.geometry().preset == config && (batches.is_empty() || batches.contains(&s.geometry().batch)))
+            .collect();
+        if stamps.is_empty() {
+            let have: Vec<String> = Stamp::ALL
+                .iter()
+                .filter(|s| s.geometry().preset == config)
+                .map(|s| s.geometry().batch.to_string())
+                .collect();
+            return Err(format!(
+                "{config}: no decode megakernel is stamped for batch {batches:?} (stamped: {})",
+                have.join(", ")
+            ));
+        }
+        plan.push((config.clone(), stamps));
+    }
+    Ok(plan)
+}
+
+/// One model and batch size: its megakernel decoder and its baseline.
+struct Bench<'a> {
+    gpu: &'a Cuda,
+    weights: &'a LlamaWeights,
+    batch: usize,
+    steps: usize,
+    warmup: usize,
+}
+
+/// Median kernel time (ms) and median host time not hidden (µs) of `f`'s steps, each
+/// returning (kernel time, host wall).
+fn time_steps(warmup: usize, steps: usize, mut f: impl FnMut() -> Res<(Duration, Duration)>) -> Res<(f64, f64)> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    let (mut kernel, mut host) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+    for _ in 0..steps {
+        let (k, wall) = f()?;
+        kernel.push(k.as_secs_f64() * 1e3);
+        host.push((wall.as_secs_f64() - k.as_secs_f64()) * 1e6);
+    }
+    Ok((median(&kernel), median(&host)))
+}
+
+impl Bench<'_> {
+    fn run(
+        &self,
+        kvs: &[usize],
+        floor_ms: &dyn Fn(&str, usize, usize) -> Option<f64>,
+        trace: Option<&Path>,
+    ) -> Res<Vec<StepRow>> {
+        let config = Stamp::find(&self.weights.config, self.batch).map_err(|e| e.to_string())?.geometry().preset;
+        let e = |e: llama::Error| e.to_string();
+        let mut dec = Decoder::new(self.gpu, self.weights, self.batch, LaunchOptions::default()).map_err(e)?;
+        let mut bl = Baseline::new(self.gpu, self.weights, self.batch)?;
+        let tokens = vec![1u32; self.batch];
+        let mut rows = Vec::new();
+        for &kv in kvs {
+            if kv > dec.max_positions() {
+                return Err(format!("--kv {kv}: the KV cache holds {} positions", dec.max_positions()));
+            }
+            let positions = vec![kv - 1; self.batch];
+            let floor = floor_ms(config, self.batch, kv).ok_or_else(|| format!("no floor for {config}"))?;
+            let row = |variant: &str, (ms, host): (f64, f64), launches| StepRow {
+                config: config.to_string(),
+                batch: self.batch,
+                kv,
+                variant: variant.to_string(),
+                step_ms: ms,
+                host_us: Some(host),
+                floor_ms: floor,
+                launches: Some(launches),
+                steps: self.steps,
+                source: "this run".into(),
+            };
+            for (variant, schedule) in
+                [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
+            {
+                dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
+                let t = time_steps(self.warmup, self.steps, || {
+                    let s = dec.step(&tokens, &positions, false).map_err(e)?;
+                    Ok((s.report.elapsed, s.wall))
+                })?;
+                rows.push(row(variant, t, 1));
+                if let Some(dir) = trace {
+                    std::fs::create_dir_all(dir).map_err(|e| format!("--trace {}: {e}", dir.display()))?;
+                    let file = dir.join(format!("{config}-b{}-kv{kv}-{schedule:?}.json", self.batch).to_lowercase());
+                    dec.options.trace = Some(file.clone());
+                    dec.step(&tokens, &positions, false).map_err(e)?;
+                    println!("  trace of one step: {}", file.display());
+                }
+            }
+            let launches = bl.launches_per_step();
+            for (variant, mode) in [(report::BASELINE_STREAM, Mode::Stream), (report::BASELINE_GRAPH, Mode::Graph)] {
+                let t = time_steps(self.warmup, self.steps, || {
+                    let s = bl.step(mode, &tokens, &positions, false)?;
+                    Ok((s.kernel, s.wall))
+                })?;
+                rows.push(row(variant, t, launches));
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// Runs this binary as a child twice, with a fresh NVRTC cache dir (cold) and then the same
+/// one (warm), each timed from spawn to its first token on stdout.
+fn first_token(config: &str, batch: usize, seed: u64) -> Res<Vec<FirstTokenRow>> {
+    let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let cache = std::env::temp_dir().join(format!("llama_bench_cache_{}_{nanos}", std::process::id()));
+    std::fs::create_dir_all(&cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
+    let mut rows = Vec::new();
+    for label in ["cold", "warm"] {
+        println!("{config} B = {batch}: process start to first token, {label} cache ...");
+        let run = || -> Res<FirstTokenRow> {
+            let t0 = Instant::now();
+            let mut child = Command::new(&exe)
+                .args([
+                    "--first-token-child",
+                    config,
+                    "--first-token-batch",
+                    &batch.to_string(),
+                    "--seed",
+                    &seed.to_string(),
+                ])
+                .env("ET_CACHE_DIR", &cache)
+                .env_remove("ET_TRACE")
+                .stdout(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("starting {}: {e}", exe.display()))?;
+            let stdout = child.stdout.take().ok_or("the child has no stdout")?;
+            let mut found = None;
+            for line in BufReader::new(stdout).lines() {
+                let line = line.map_err(|e| format!("reading the child's output: {e}"))?;
+                if let Ok(Record::FirstToken(r)) = serde_json::from_str::<Record>(&line) {
+                    found = Some(FirstTokenRow { total_s: t0.elapsed().as_secs_f64(), cache: label.into(), ..r });
+                    break;
+                }
+            }
+            let status = child.wait().map_err(|e| format!("waiting for the child: {e}"))?;
+            match found {
+                Some(r) if status.success() => Ok(r),
+                _ => Err(format!("the first-token child for {config} failed ({status}); see its error above")),
+            }
+        };
+        let r = run();
+        if r.is_err() || label == "warm" {
+            let _ = std::fs::remove_dir_all(&cache);
+        }
+        rows.push(r?);
+    }
+    Ok(rows)
+}
+
+/// The child: opens the GPU, makes the weights, builds the decoder and runs one step,
+/// then prints its phases as one JSON line.
+fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
+    let t0 = Instant::now();
+    let gpu = Cuda::new(0).map_err(|e| e.to_string())?;
+    let open = t0.elapsed();
+    let c = LlamaConfig::preset(config).map_err(|e| e.to_string())?;
+    let weights = LlamaWeights::random(&c, seed).map_err(|e| e.to_string())?;
+    let made = t0.elapsed();
+    let mut dec = Decoder::new(&gpu, &weights, batch, LaunchOptions::default()).map_err(|e| e.to_string())?;
+    let uploaded = t0.elapsed();
+    let step = dec.step(&vec![1; batch], &vec![0; batch], false).map_err(|e| e.to_string())?;
+    let done = t0.elapsed();
+    let row = FirstTokenRow {
+        config: config.into(),
+        batch,
+        cache: String::new(),
+        total_s: done.as_secs_f64(),
+        open_s: open.as_secs_f64(),
+        weights_s: (made - open).as_secs_f64(),
+        upload_s: (uploaded - made).as_secs_f64(),
+        first_step_s: (done - uploaded).as_secs_f64(),
+        compiled: step.report.compiled,
+    };
+    println!("{}", Record::FirstToken(row).json_line());
+    std::io::stdout().flush().map_err(|e| format!("writing the result: {e}"))
+}

@@ -1,0 +1,177 @@
+//! The static sizes of one decode megakernel stamp, read from its graph, and the bytes a
+//! decode step must read (the floor's numerator).
+
+use et_core::Kernel;
+use et_core::graph::DimKind;
+use llama::{LlamaConfig, Stamp};
+
+/// The tile sizes and model dims of one stamp: the static dims of its megakernel (the
+/// literals of its `decode_step!` line), so that the baseline launches exactly the tiles
+/// the megakernel runs. Names as in `llama::decode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Shape {
+    pub b: usize,
+    pub hd: usize,
+    pub nkv: usize,
+    pub g: usize,
+    pub d: usize,
+    pub v: usize,
+    pub s: usize,
+    pub c: usize,
+    pub nq: usize,
+    pub qt: usize,
+    pub rt: usize,
+    pub no: usize,
+    pub ot: usize,
+    pub nm: usize,
+    pub mt: usize,
+    pub nd: usize,
+    pub dt: usize,
+    pub nv: usize,
+    pub vt: usize,
+}
+
+impl Shape {
+    /// The sizes of `stamp`'s megakernel. Errors, naming the dim, when the megakernel
+    /// lacks one of them or has it symbolic (the baseline then needs updating with it).
+    pub fn of(stamp: Stamp) -> Result<Shape, String> {
+        Shape::from_kernel(stamp.kernel())
+    }
+
+    /// The sizes read from `kernel`'s static dims.
+    pub fn from_kernel(kernel: &Kernel) -> Result<Shape, String> {
+        let dim = |name: &str| -> Result<usize, String> {
+            let d = kernel.graph.dims.iter().find(|d| d.name == name).ok_or_else(|| {
+                format!("megakernel `{}` has no dim `{name}`: the kernel-per-operator baseline reads it", kernel.name())
+            })?;
+            match d.kind {
+                DimKind::Static(v) if v > 0 => Ok(v as usize),
+                _ => Err(format!("megakernel `{}`: dim `{name}` is not a positive static size", kernel.name())),
+            }
+        };
+        Ok(Shape {
+            b: dim("B")?,
+            hd: dim("HD")?,
+            nkv: dim("NKV")?,
+            g: dim("G")?,
+            d: dim("D")?,
+            v: dim("V")?,
+            s: dim("S")?,
+            c: dim("C")?,
+            nq: dim("NQ")?,
+            qt: dim("QT")?,
+            rt: dim("RT")?,
+            no: dim("NO")?,
+            ot: dim("OT")?,
+            nm: dim("NM")?,
+            mt: dim("MT")?,
+            nd: dim("ND")?,
+            dt: dim("DT")?,
+            nv: dim("NV")?,
+            vt: dim("VT")?,
+        })
+    }
+
+    /// Errors unless these sizes tile `config`'s model (what `decode_step!` asserts).
+    pub fn check(&self, config: &LlamaConfig) -> Result<(), String> {
+        let c = config;
+        let checks = [
+            (self.hd == c.hidden_size, "HD is the hidden size"),
+            (self.nkv == c.num_kv_heads, "NKV is the number of KV heads"),
+            (self.g * self.nkv == c.num_heads, "G · NKV is the number of query heads"),
+            (self.d == c.head_dim, "D is the head dim"),
+            (self.v == c.vocab_size && self.vt * self.nv == self.v, "VT · NV is the vocabulary"),
+            (self.qt * self.nq == self.nkv * (self.g + 2) * self.d, "QT · NQ is the fused QKV rows"),
+            (self.rt * self.nq == (self.g + 2) * self.d, "RT · NQ is one KV head's QKV rows"),
+            (self.ot * self.no == self.hd, "OT · NO is the hidden size"),
+            (self.mt * self.nm == c.intermediate_size, "MT · NM is the intermediate size"),
+            (self.dt * self.nd == self.hd, "DT · ND is the hidden size"),
+        ];
+        match checks.iter().find(|(ok, _)| !ok) {
+            Some((_, what)) => Err(format!("the stamp's sizes do not tile the model: {what}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Positions the KV cache holds per sequence and KV head.
+    pub fn max_positions(&self) -> usize {
+        self.s * self.c
+    }
+}
+
+/// Bytes one decode step must read from memory at least: every weight once (the tied
+/// LM head once, the `B` embedding rows besides) and the KV cache up to the step's length.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepBytes {
+    /// Weights, norm vectors and LM head, plus the embedding rows looked up.
+    pub weights: f64,
+    /// Keys and values of `kv` positions of every layer, sequence and KV head.
+    pub kv: f64,
+}
+
+impl StepBytes {
+    /// The bytes of one step of `config` at `batch` sequences attending over `kv`
+    /// positions (bf16 everywhere; activations, a few MB at most, are left out).
+    pub fn new(config: &LlamaConfig, batch: usize, kv: usize) -> StepBytes {
+        let c = config;
+        let (h, i, d) = (c.hidden_size as f64, c.intermediate_size as f64, c.head_dim as f64);
+        let (nh, nkv, l) = (c.num_heads as f64, c.num_kv_heads as f64, c.num_layers as f64);
+        let per_layer = 2.0 * h + (nh + 2.0 * nkv) * d * h + h * nh * d + 3.0 * h * i;
+        let head = c.vocab_size as f64 * h;
+        let weights = 2.0 * (l * per_layer + h + head + batch as f64 * h);
+        let kv = 2.0 * 2.0 * l * batch as f64 * nkv * kv as f64 * d;
+        StepBytes { weights, kv }
+    }
+
+    /// All of it.
+    pub fn total(&self) -> f64 {
+        self.weights + self.kv
+    }
+
+    /// The floor: the time to move these bytes at `copy_bw` bytes/s (a device-to-device
+    /// copy's read + written bytes per second).
+    pub fn floor_seconds(&self, copy_bw: f64) -> f64 {
+        self.total() / copy_bw
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stamp_has_a_shape_that_tiles_its_model() {
+        for stamp in Stamp::ALL {
+            let shape = Shape::of(stamp).unwrap();
+            let geo = stamp.geometry();
+            let config = LlamaConfig::preset(geo.preset).unwrap();
+            shape.check(&config).unwrap();
+            assert_eq!((shape.b, shape.s, shape.c, shape.vt), (geo.batch, geo.chunks, geo.chunk, geo.vocab_tiles));
+        }
+        let s = Shape::of(Stamp::Llama1bB1).unwrap();
+        assert_eq!((s.hd, s.nq, s.qt, s.max_positions()), (2048, 16, 192, 8192));
+        let tiny = LlamaConfig::preset("tiny").unwrap();
+        assert!(s.check(&tiny).unwrap_err().contains("HD is the hidden size"));
+    }
+
+    #[test]
+    fn step_bytes_count_every_weight_once_and_the_live_kv() {
+        // llama-3.2-1b: 1.236e9 parameters (tied head counted once) -> 2.47 GB
+        let c = LlamaConfig::preset("llama-3.2-1b").unwrap();
+        let b = StepBytes::new(&c, 1, 1024);
+        let params = 16.0 * (2.0 * 2048.0 + 3072.0 * 2048.0 + 2048.0 * 2048.0 + 3.0 * 2048.0 * 8192.0)
+            + 2048.0
+            + 128256.0 * 2048.0
+            + 2048.0;
+        assert_eq!(b.weights, 2.0 * params);
+        assert!((b.weights / 1e9 - 2.47).abs() < 0.01, "{}", b.weights);
+        // 16 layers x 8 heads x 1024 positions x 64 x (K and V) x 2 bytes
+        assert_eq!(b.kv, 16.0 * 8.0 * 1024.0 * 64.0 * 2.0 * 2.0);
+        assert_eq!(StepBytes::new(&c, 8, 8192).kv, 64.0 * b.kv);
+        // at 4.2 TB/s of copy bandwidth the 1B floor is the 0.59 ms
+        let floor = b.floor_seconds(4.2e12);
+        assert!((floor * 1e3 - 0.597).abs() < 0.005, "{floor}");
+        assert_eq!(b.total(), b.weights + b.kv);
+    }
+}

@@ -1,0 +1,535 @@
+//! The CUDA of the kernel-per-operator baseline: one plain `extern "C" __global__` kernel
+//! per stage of the decode megakernel (`llama::decode`), each building the stage's tiles
+//! from tensor pointers and `blockIdx.x` exactly as the megakernel's task does from its
+//! tile indices, and calling the same tile op.
+//!
+//! The translation unit is the megakernel's: the kernel ABI declarations and the prelude
+//! ([`et_core::cuda_prelude`]), each op's own CUDA text in a namespace of its own under a
+//! `#line` naming its `tile_op!` site, the stamp's sizes as constants, then the wrappers.
+//! A stage and its kernel's parameter list are one table ([`stages`]), so the Rust side
+//! that pushes the arguments and the CUDA signature cannot drift apart.
+
+use std::fmt::Write;
+
+use et_core::TileOp;
+use et_core::ops::{
+    argmax_merge, argmax_partial, attention_partial, embed, matvec, matvec_residual, matvec_silu, rms_norm,
+};
+use llama::attention_ops::{attention_merge_row, rope_append};
+
+use super::shape::Shape;
+
+/// A device tensor of the baseline, in the layouts `llama::decoder` uploads (the names
+/// and shapes of the megakernel's parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Buf {
+    Ids,
+    Pos,
+    Len,
+    Table,
+    LmHead,
+    AttnNorm,
+    Wqkv,
+    Wo,
+    MlpNorm,
+    WGate,
+    WUp,
+    WDown,
+    FinalNorm,
+    Kc,
+    Vc,
+    Hs,
+    Hm,
+    Xn,
+    Xm,
+    Qkv,
+    Q,
+    Po,
+    Pml,
+    Attn,
+    Act,
+    Xf,
+    Logits,
+    Best,
+    Index,
+    Next,
+}
+
+impl Buf {
+    /// Every buffer, in the order of the enum.
+    pub const ALL: [Buf; 30] = [
+        Buf::Ids,
+        Buf::Pos,
+        Buf::Len,
+        Buf::Table,
+        Buf::LmHead,
+        Buf::AttnNorm,
+        Buf::Wqkv,
+        Buf::Wo,
+        Buf::MlpNorm,
+        Buf::WGate,
+        Buf::WUp,
+        Buf::WDown,
+        Buf::FinalNorm,
+        Buf::Kc,
+        Buf::Vc,
+        Buf::Hs,
+        Buf::Hm,
+        Buf::Xn,
+        Buf::Xm,
+        Buf::Qkv,
+        Buf::Q,
+        Buf::Po,
+        Buf::Pml,
+        Buf::Attn,
+        Buf::Act,
+        Buf::Xf,
+        Buf::Logits,
+        Buf::Best,
+        Buf::Index,
+        Buf::Next,
+    ];
+
+    /// Its parameter name in the CUDA (the megakernel's parameter name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Buf::Ids => "ids",
+            Buf::Pos => "pos",
+            Buf::Len => "len",
+            Buf::Table => "table",
+            Buf::LmHead => "lm_head",
+            Buf::AttnNorm => "attn_norm",
+            Buf::Wqkv => "wqkv",
+            Buf::Wo => "wo",
+            Buf::MlpNorm => "mlp_norm",
+            Buf::WGate => "w_gate",
+            Buf::WUp => "w_up",
+            Buf::WDown => "w_down",
+            Buf::FinalNorm => "final_norm",
+            Buf::Kc => "kc",
+            Buf::Vc => "vc",
+            Buf::Hs => "hs",
+            Buf::Hm => "hm",
+            Buf::Xn => "xn",
+            Buf::Xm => "xm",
+            Buf::Qkv => "qkv",
+            Buf::Q => "q",
+            Buf::Po => "po",
+            Buf::Pml => "pml",
+            Buf::Attn => "attn",
+            Buf::Act => "act",
+            Buf::Xf => "xf",
+            Buf::Logits => "logits",
+            Buf::Best => "best",
+            Buf::Index => "index",
+            Buf::Next => "next",
+        }
+    }
+}
+
+/// A float parameter of a stage kernel (the literals of the megakernel's op calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scalar {
+    /// RMSNorm epsilon.
+    Eps,
+    /// RoPE base.
+    Theta,
+    /// Llama 3 RoPE scaling: factor.
+    Factor,
+    /// Llama 3 RoPE scaling: low frequency factor.
+    Low,
+    /// Llama 3 RoPE scaling: high frequency factor.
+    High,
+    /// Llama 3 RoPE scaling: original context.
+    Original,
+    /// Attention scale `1/√D`.
+    Scale,
+}
+
+impl Scalar {
+    fn name(self) -> &'static str {
+        match self {
+            Scalar::Eps => "eps",
+            Scalar::Theta => "theta",
+            Scalar::Factor => "factor",
+            Scalar::Low => "low",
+            Scalar::High => "high",
+            Scalar::Original => "original",
+            Scalar::Scale => "scale",
+        }
+    }
+}
+
+/// One kernel parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Param {
+    /// `int layer`: the layer a per-layer launch runs (`l` in the body).
+    Layer,
+    /// `int layers`: the number of layers (`L` in the body).
+    Layers,
+    /// A tensor's device address (`void*`).
+    Buf(Buf),
+    /// A float.
+    Scalar(Scalar),
+}
+
+/// One stage of the decode step: a kernel launched with one CTA per tile, once per step
+/// or once per layer.
+#[derive(Clone, Debug)]
+pub struct Stage {
+    /// The kernel's name (`bl_<stage>`).
+    pub kernel: String,
+    /// The tile op it calls.
+    pub op: &'static TileOp,
+    /// Tiles, hence CTAs, per launch.
+    pub grid: usize,
+    /// Launched once per layer (else once per step).
+    pub per_layer: bool,
+    /// The kernel's parameters, in order.
+    pub params: Vec<Param>,
+    /// The extents of each op argument (empty for scalars), for the op's contract.
+    pub extents: Vec<Vec<usize>>,
+    /// The CUDA statements: `blk` is the tile, `l` the layer, `L` the layer count.
+    body: String,
+}
+
+use Param::{Buf as B, Layer, Layers, Scalar as F};
+
+/// The stages of one decode step in launch order (the per-layer ones in the middle): the
+/// groups of `llama::decode`, the LM head's two ops split into two kernels.
+pub fn stages(s: &Shape) -> Vec<Stage> {
+    let st = |name: &str, op: &'static TileOp, grid: usize, per_layer, params: &[Param], extents, body: &str| Stage {
+        kernel: format!("bl_{name}"),
+        op,
+        grid,
+        per_layer,
+        params: params.to_vec(),
+        extents,
+        body: body.to_string(),
+    };
+    let e = |v: &[&[usize]]| v.iter().map(|x| x.to_vec()).collect::<Vec<_>>();
+    let (b, hd, nkv, g, d, sc) = (s.b, s.hd, s.nkv, s.g, s.d, s.s * s.c);
+    let qkv_row = (g + 2) * d;
+    let heads = nkv * g * d;
+    let inter = s.mt * s.nm;
+    vec![
+        st(
+            "emb",
+            &embed::OP,
+            s.dt,
+            false,
+            &[B(Buf::Table), B(Buf::Ids), B(Buf::Hs)],
+            e(&[&[s.v, s.nd], &[b], &[b, s.nd]]),
+            "op_embed::embed(T2(et::bf16, V, ND, table, HD, 0, blk), T1(int, B, ids, 0), T2(et::bf16, B, ND, hs, HD, 0, blk));",
+        ),
+        st(
+            "norm1",
+            &rms_norm::OP,
+            b,
+            true,
+            &[Layer, B(Buf::Hs), B(Buf::AttnNorm), F(Scalar::Eps), B(Buf::Xn)],
+            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
+            "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hs, HD, l * B + blk, 0), T1(et::bf16, HD, attn_norm, l), eps,
+                                   T2(et::bf16, 1, HD, xn, HD, l * B + blk, 0));",
+        ),
+        st(
+            "qkv_proj",
+            &matvec::OP,
+            s.qt,
+            true,
+            &[Layer, B(Buf::Wqkv), B(Buf::Xn), B(Buf::Qkv)],
+            e(&[&[s.nq, hd], &[b, hd], &[b, s.nq]]),
+            "op_matvec::matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0), T2(et::bf16, B, HD, xn, HD, l, 0),
+                               T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
+        ),
+        st(
+            "rope",
+            &rope_append::OP,
+            b * nkv,
+            true,
+            &[
+                Layer,
+                B(Buf::Qkv),
+                B(Buf::Pos),
+                F(Scalar::Theta),
+                F(Scalar::Factor),
+                F(Scalar::Low),
+                F(Scalar::High),
+                F(Scalar::Original),
+                B(Buf::Q),
+                B(Buf::Kc),
+                B(Buf::Vc),
+            ],
+            e(&[&[1, qkv_row], &[1], &[], &[], &[], &[], &[], &[g, d], &[1, sc, d], &[1, sc, d]]),
+            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
+    op_rope_append::rope_append(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), theta,
+                                factor, low, high, original, T2(et::bf16, G, D, q, D, head, 0),
+                                T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
+                                T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0));",
+        ),
+        st(
+            "chunk",
+            &attention_partial::OP,
+            b * nkv * s.s,
+            true,
+            &[Layer, B(Buf::Q), B(Buf::Kc), B(Buf::Vc), B(Buf::Len), F(Scalar::Scale), B(Buf::Po), B(Buf::Pml)],
+            e(&[&[g, d], &[1, s.c, d], &[1, s.c, d], &[1], &[], &[], &[g, d], &[g, 2]]),
+            "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
+    op_attention_partial::attention_partial(T2(et::bf16, G, D, q, D, head, 0), T3(et::bf16, 1, C, D, kc, S * C, D, head, c, 0),
+                                            T3(et::bf16, 1, C, D, vc, S * C, D, head, c, 0), T1(int, 1, len, b), c * C,
+                                            scale, T2(float, G, D, po, D, head * S + c, 0),
+                                            T2(float, G, 2, pml, 2, head * S + c, 0));",
+        ),
+        st(
+            "merge",
+            &attention_merge_row::OP,
+            b * nkv,
+            true,
+            &[Layer, B(Buf::Po), B(Buf::Pml), B(Buf::Attn)],
+            e(&[&[s.s * g, d], &[s.s * g, 2], &[1, g * d]]),
+            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
+    op_attention_merge_row::attention_merge_row(T2(float, S * G, D, po, D, head, 0), T2(float, S * G, 2, pml, 2, head, 0),
+                                                T2(et::bf16, 1, G * D, attn, NKV * G * D, l * B + b, k));",
+        ),
+        st(
+            "o_proj",
+            &matvec_residual::OP,
+            s.ot,
+            true,
+            &[Layer, B(Buf::Wo), B(Buf::Attn), B(Buf::Hs), B(Buf::Hm)],
+            e(&[&[s.no, heads], &[b, heads], &[b, s.no], &[b, s.no]]),
+            "op_matvec_residual::matvec_residual(T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0),
+                                                 T2(et::bf16, B, NKV * G * D, attn, NKV * G * D, l, 0),
+                                                 T2(et::bf16, B, NO, hs, HD, l, blk), T2(et::bf16, B, NO, hm, HD, l, blk));",
+        ),
+        st(
+            "norm2",
+            &rms_norm::OP,
+            b,
+            true,
+            &[Layer, B(Buf::Hm), B(Buf::MlpNorm), F(Scalar::Eps), B(Buf::Xm)],
+            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
+            "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hm, HD, l * B + blk, 0), T1(et::bf16, HD, mlp_norm, l), eps,
+                                   T2(et::bf16, 1, HD, xm, HD, l * B + blk, 0));",
+        ),
+        st(
+            "mlp",
+            &matvec_silu::OP,
+            s.mt,
+            true,
+            &[Layer, B(Buf::WGate), B(Buf::WUp), B(Buf::Xm), B(Buf::Act)],
+            e(&[&[s.nm, hd], &[s.nm, hd], &[b, hd], &[b, s.nm]]),
+            "op_matvec_silu::matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
+                                         T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0), T2(et::bf16, B, HD, xm, HD, l, 0),
+                                         T2(et::bf16, B, NM, act, MT * NM, l, blk));",
+        ),
+        st(
+            "down",
+            &matvec_residual::OP,
+            s.dt,
+            true,
+            &[Layer, B(Buf::WDown), B(Buf::Act), B(Buf::Hm), B(Buf::Hs)],
+            e(&[&[s.nd, inter], &[b, inter], &[b, s.nd], &[b, s.nd]]),
+            "op_matvec_residual::matvec_residual(T2(et::bf16, ND, MT * NM, w_down, MT * NM, l * DT + blk, 0),
+                                                 T2(et::bf16, B, MT * NM, act, MT * NM, l, 0),
+                                                 T2(et::bf16, B, ND, hm, HD, l, blk), T2(et::bf16, B, ND, hs, HD, l + 1, blk));",
+        ),
+        st(
+            "final_norm",
+            &rms_norm::OP,
+            b,
+            false,
+            &[Layers, B(Buf::Hs), B(Buf::FinalNorm), F(Scalar::Eps), B(Buf::Xf)],
+            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
+            "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hs, HD, L * B + blk, 0), T1(et::bf16, HD, final_norm, 0), eps,
+                                   T2(et::bf16, 1, HD, xf, HD, blk, 0));",
+        ),
+        st(
+            "head",
+            &matvec::OP,
+            s.vt,
+            false,
+            &[B(Buf::LmHead), B(Buf::Xf), B(Buf::Logits)],
+            e(&[&[s.nv, hd], &[b, hd], &[b, s.nv]]),
+            "op_matvec::matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0), T2(et::bf16, B, HD, xf, HD, 0, 0),
+                               T2(float, B, NV, logits, VT * NV, 0, blk));",
+        ),
+        st(
+            "argmax",
+            &argmax_partial::OP,
+            s.vt,
+            false,
+            &[B(Buf::Logits), B(Buf::Best), B(Buf::Index)],
+            e(&[&[b, s.nv], &[], &[b, 1], &[b, 1]]),
+            "op_argmax_partial::argmax_partial(T2(float, B, NV, logits, VT * NV, 0, blk), blk * NV,
+                                               T2(float, B, 1, best, VT, 0, blk), T2(int, B, 1, index, VT, 0, blk));",
+        ),
+        st(
+            "pick",
+            &argmax_merge::OP,
+            1,
+            false,
+            &[B(Buf::Best), B(Buf::Index), B(Buf::Next)],
+            e(&[&[b, s.vt], &[b, s.vt], &[b]]),
+            "op_argmax_merge::argmax_merge(T2(float, B, VT, best, VT, 0, 0), T2(int, B, VT, index, VT, 0, 0),
+                                           T1(int, B, next, 0));",
+        ),
+    ]
+}
+
+/// Checks every stage against its op: the op's shape contract at the stage's extents, and
+/// no shared-memory arena (these plain kernels pass none).
+pub fn check_stages(stages: &[Stage]) -> Result<(), String> {
+    for st in stages {
+        let extents: Vec<&[usize]> = st.extents.iter().map(Vec::as_slice).collect();
+        (st.op.contract)(&extents)
+            .map_err(|why| format!("stage `{}` calls `{}` with {extents:?}: {why}", st.kernel, st.op.path))?;
+        if st.op.uses_smem {
+            return Err(format!(
+                "stage `{}`: op `{}` now takes a shared-memory arena, which the kernel-per-operator baseline does not pass",
+                st.kernel, st.op.path
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Tile constructors of the wrappers: `T<R>(type, extents.., pointer, trailing extents of the
+/// tensor.., tile index..)` builds the same `et::Tile<type, R, et::Ext<extents..>>` as the
+/// megakernel's `tensor.tile([index..], [extents..])` on a contiguous row-major tensor.
+const HELPERS: &str = r#"
+namespace bl {
+// a contiguous row-major tensor at `p` whose trailing extents are `n..` (the leading one
+// never enters a tile's address)
+__device__ __forceinline__ et::TensorArg arg(void* p, long long n1 = 1, long long n2 = 1) {
+    et::TensorArg a = {};
+    a.ptr = p;
+    a.stride[0] = n1 * n2;
+    a.stride[1] = n2;
+    a.stride[2] = 1;
+    return a;
+}
+}  // namespace bl
+#define T1(T, E0, P, I0) et::make_tile<T, 1, et::Ext<E0>>(bl::arg(P), {(long long)(I0)}, {E0})
+#define T2(T, E0, E1, P, N1, I0, I1) \
+    et::make_tile<T, 2, et::Ext<E0, E1>>(bl::arg(P, N1), {(long long)(I0), (long long)(I1)}, {E0, E1})
+#define T3(T, E0, E1, E2, P, N1, N2, I0, I1, I2)                                                             \
+    et::make_tile<T, 3, et::Ext<E0, E1, E2>>(bl::arg(P, N1, N2), {(long long)(I0), (long long)(I1), (long long)(I2)}, \
+                                             {E0, E1, E2})
+"#;
+
+/// The whole translation unit for `shape`, CTAs of `threads` threads.
+pub fn cuda_source(shape: &Shape, stages: &[Stage], threads: u32) -> String {
+    let mut src = et_core::cuda_prelude();
+    let mut seen: Vec<&str> = Vec::new();
+    for st in stages {
+        let op = st.op;
+        if seen.contains(&op.path) {
+            continue;
+        }
+        seen.push(op.path);
+        let _ = write!(
+            src,
+            "\n// tile op {}\nnamespace op_{} {{\n#line {} \"{}\"\n{}\n}}\n",
+            op.path, op.name, op.line, op.file, op.cuda
+        );
+    }
+    src.push_str("\n#line 1 \"<et-benches llama_baseline>\"\n");
+    src.push_str(HELPERS);
+    let s = shape;
+    let sizes = [
+        ("B", s.b),
+        ("HD", s.hd),
+        ("NKV", s.nkv),
+        ("G", s.g),
+        ("D", s.d),
+        ("V", s.v),
+        ("S", s.s),
+        ("C", s.c),
+        ("NQ", s.nq),
+        ("QT", s.qt),
+        ("RT", s.rt),
+        ("NO", s.no),
+        ("OT", s.ot),
+        ("NM", s.nm),
+        ("MT", s.mt),
+        ("ND", s.nd),
+        ("DT", s.dt),
+        ("NV", s.nv),
+        ("VT", s.vt),
+    ];
+    src.push_str("namespace sz {\n");
+    for (name, v) in sizes {
+        let _ = writeln!(src, "constexpr int {name} = {v};");
+    }
+    src.push_str("}  // namespace sz\n");
+    for st in stages {
+        let params: Vec<String> = st
+            .params
+            .iter()
+            .map(|p| match p {
+                Param::Layer => "int layer".to_string(),
+                Param::Layers => "int layers".to_string(),
+                Param::Buf(b) => format!("void* {}", b.name()),
+                Param::Scalar(x) => format!("float {}", x.name()),
+            })
+            .collect();
+        let _ = write!(
+            src,
+            "\nextern \"C\" __global__ void __launch_bounds__({threads}, 1) {}({}) {{\n    using namespace sz;\n    \
+             const long long blk = blockIdx.x;\n",
+            st.kernel,
+            params.join(", ")
+        );
+        if st.params.contains(&Param::Layer) {
+            src.push_str("    const long long l = layer;\n");
+        }
+        if st.params.contains(&Param::Layers) {
+            src.push_str("    const long long L = layers;\n");
+        }
+        let _ = write!(src, "    {}\n}}\n", st.body);
+    }
+    src
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llama::Stamp;
+
+    #[test]
+    fn every_stamp_passes_its_ops_contracts() {
+        for stamp in Stamp::ALL {
+            let shape = Shape::of(stamp).unwrap();
+            let st = stages(&shape);
+            check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
+            // 1 + 9 per layer + 4 launches, as many CTAs as the megakernel has tasks
+            assert_eq!(st.iter().filter(|s| s.per_layer).count(), 9);
+            assert_eq!(st.len(), 14);
+        }
+    }
+
+    #[test]
+    fn a_wrong_tile_is_a_contract_error_naming_the_stage() {
+        let shape = Shape::of(Stamp::Llama1bB1).unwrap();
+        let mut st = stages(&shape);
+        st[2].extents[1] = vec![1, 1024];
+        let err = check_stages(&st).unwrap_err();
+        assert!(err.contains("stage `bl_qkv_proj`") && err.contains("reduced extent"), "{err}");
+    }
+
+    #[test]
+    fn the_source_declares_each_op_once_and_one_kernel_per_stage() {
+        let shape = Shape::of(Stamp::TinyB2).unwrap();
+        let st = stages(&shape);
+        let src = cuda_source(&shape, &st, 512);
+        assert_eq!(src.matches("namespace op_matvec {").count(), 1);
+        assert_eq!(src.matches("namespace op_rms_norm {").count(), 1);
+        for s in &st {
+            assert_eq!(src.matches(&format!(" {}(", s.kernel)).count(), 1, "{}", s.kernel);
+        }
+        assert!(src.contains("constexpr int B = 2;") && src.contains("constexpr int VT = 4;"));
+        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_rope(int layer, void* qkv, void* pos, float theta"));
+    }
+}
