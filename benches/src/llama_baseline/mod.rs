@@ -84,10 +84,9 @@ pub struct Baseline<'g> {
     graph: Option<CudaGraph>,
     start: CudaEvent,
     end: CudaEvent,
-    /// Tokens, positions and lengths (`[B]` i32 each), written before every step.
+    /// Tokens and positions (`[B]` i32 each), written before every step.
     ids: CudaSlice<i32>,
     pos: CudaSlice<i32>,
-    len: CudaSlice<i32>,
     /// Weights, cache and activations (device tensors of the backend; only their addresses
     /// enter the launches).
     tensors: Vec<(Buf, Stored)>,
@@ -144,7 +143,7 @@ impl<'g> Baseline<'g> {
 
         let tensors = upload(gpu, weights, &shape)?;
         let ints = |v: i32| stream.clone_htod(&vec![v; batch]).map_err(drv("uploading the positions"));
-        let (ids, pos, len) = (ints(0)?, ints(0)?, ints(1)?);
+        let (ids, pos) = (ints(0)?, ints(0)?);
         // the uploads ran on the backend's stream: finish them before this stream reads
         gpu.stream().synchronize().map_err(drv("waiting for the uploads"))?;
 
@@ -152,7 +151,6 @@ impl<'g> Baseline<'g> {
             let slice = match b {
                 Buf::Ids => &ids,
                 Buf::Pos => &pos,
-                Buf::Len => &len,
                 _ => {
                     let t = tensors.iter().find(|(t, _)| *t == b).ok_or_else(|| format!("no tensor `{}`", b.name()))?;
                     return Ok(t.1.addr());
@@ -219,7 +217,6 @@ impl<'g> Baseline<'g> {
             end,
             ids,
             pos,
-            len,
             tensors,
             compiled,
         })
@@ -301,12 +298,10 @@ impl<'g> Baseline<'g> {
         }
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let pos: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
-        let len: Vec<i32> = pos.iter().map(|p| p + 1).collect();
         let t0 = Instant::now();
         let s = &self.stream;
         s.memcpy_htod(&ids, &mut self.ids).map_err(drv("writing the tokens"))?;
         s.memcpy_htod(&pos, &mut self.pos).map_err(drv("writing the positions"))?;
-        s.memcpy_htod(&len, &mut self.len).map_err(drv("writing the lengths"))?;
         self.start.record(s).map_err(drv("recording an event"))?;
         match mode {
             Mode::Stream => self.issue()?,
@@ -368,7 +363,6 @@ fn upload(gpu: &Cuda, w: &LlamaWeights, s: &Shape) -> Result<Vec<(Buf, Stored)>,
         (Buf::Xn, vec![l * b, h]),
         (Buf::Xm, vec![l * b, h]),
         (Buf::Qkv, vec![l * b, s.qt * s.nq]),
-        (Buf::Q, vec![l * b * s.nkv * s.g, s.d]),
         (Buf::Attn, vec![l * b, heads]),
         (Buf::Act, vec![l * b, i]),
         (Buf::Xf, vec![b, h]),

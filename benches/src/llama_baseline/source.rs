@@ -13,9 +13,8 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_partial, embed, matvec, matvec_residual, matvec_silu, rms_norm,
+    argmax_merge, argmax_partial, attention_merge, attention_rope_partial, embed, matvec, matvec_residual, matvec_silu, rms_norm,
 };
-use llama::attention_ops::{attention_merge_row, rope_append};
 
 use super::shape::Shape;
 
@@ -26,7 +25,6 @@ use super::shape::Shape;
 pub enum Buf {
     Ids,
     Pos,
-    Len,
     Table,
     LmHead,
     AttnNorm,
@@ -44,7 +42,6 @@ pub enum Buf {
     Xn,
     Xm,
     Qkv,
-    Q,
     Po,
     Pml,
     Attn,
@@ -58,10 +55,9 @@ pub enum Buf {
 
 impl Buf {
     /// Every buffer, in the order of the enum.
-    pub const ALL: [Buf; 30] = [
+    pub const ALL: [Buf; 28] = [
         Buf::Ids,
         Buf::Pos,
-        Buf::Len,
         Buf::Table,
         Buf::LmHead,
         Buf::AttnNorm,
@@ -79,7 +75,6 @@ impl Buf {
         Buf::Xn,
         Buf::Xm,
         Buf::Qkv,
-        Buf::Q,
         Buf::Po,
         Buf::Pml,
         Buf::Attn,
@@ -96,7 +91,6 @@ impl Buf {
         match self {
             Buf::Ids => "ids",
             Buf::Pos => "pos",
-            Buf::Len => "len",
             Buf::Table => "table",
             Buf::LmHead => "lm_head",
             Buf::AttnNorm => "attn_norm",
@@ -114,7 +108,6 @@ impl Buf {
             Buf::Xn => "xn",
             Buf::Xm => "xm",
             Buf::Qkv => "qkv",
-            Buf::Q => "q",
             Buf::Po => "po",
             Buf::Pml => "pml",
             Buf::Attn => "attn",
@@ -209,7 +202,7 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
         body: body.to_string(),
     };
     let e = |v: &[&[usize]]| v.iter().map(|x| x.to_vec()).collect::<Vec<_>>();
-    let (b, hd, nkv, g, d, sc) = (s.b, s.hd, s.nkv, s.g, s.d, s.s * s.c);
+    let (b, hd, nkv, g, d) = (s.b, s.hd, s.nkv, s.g, s.d);
     let qkv_row = (g + 2) * d;
     let heads = nkv * g * d;
     let inter = s.mt * s.nm;
@@ -244,9 +237,9 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                                T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
         ),
         st(
-            "rope",
-            &rope_append::OP,
-            b * nkv,
+            "chunk",
+            &attention_rope_partial::OP,
+            b * nkv * s.s,
             true,
             &[
                 Layer,
@@ -257,40 +250,31 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                 F(Scalar::Low),
                 F(Scalar::High),
                 F(Scalar::Original),
-                B(Buf::Q),
+                F(Scalar::Scale),
                 B(Buf::Kc),
                 B(Buf::Vc),
+                B(Buf::Po),
+                B(Buf::Pml),
             ],
-            e(&[&[1, qkv_row], &[1], &[], &[], &[], &[], &[], &[g, d], &[1, sc, d], &[1, sc, d]]),
-            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
-    op_rope_append::rope_append(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), theta,
-                                factor, low, high, original, T2(et::bf16, G, D, q, D, head, 0),
-                                T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
-                                T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0));",
-        ),
-        st(
-            "chunk",
-            &attention_partial::OP,
-            b * nkv * s.s,
-            true,
-            &[Layer, B(Buf::Q), B(Buf::Kc), B(Buf::Vc), B(Buf::Len), F(Scalar::Scale), B(Buf::Po), B(Buf::Pml)],
-            e(&[&[g, d], &[1, s.c, d], &[1, s.c, d], &[1], &[], &[], &[g, d], &[g, 2]]),
+            e(&[&[1, qkv_row], &[1], &[], &[], &[], &[], &[], &[], &[], &[1, s.c, d], &[1, s.c, d], &[g, d], &[g, 2]]),
             "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
-    op_attention_partial::attention_partial(T2(et::bf16, G, D, q, D, head, 0), T3(et::bf16, 1, C, D, kc, S * C, D, head, c, 0),
-                                            T3(et::bf16, 1, C, D, vc, S * C, D, head, c, 0), T1(int, 1, len, b), c * C,
-                                            scale, T2(float, G, D, po, D, head * S + c, 0),
-                                            T2(float, G, 2, pml, 2, head * S + c, 0));",
+    op_attention_rope_partial::attention_rope_partial(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
+                                                      T1(int, 1, pos, b), theta, factor, low, high, original, c * C, scale,
+                                                      T3(et::bf16, 1, C, D, kc, S * C, D, head, c, 0),
+                                                      T3(et::bf16, 1, C, D, vc, S * C, D, head, c, 0),
+                                                      T2(float, G, D, po, D, head * S + c, 0),
+                                                      T2(float, G, 2, pml, 2, head * S + c, 0));",
         ),
         st(
             "merge",
-            &attention_merge_row::OP,
+            &attention_merge::OP,
             b * nkv,
             true,
             &[Layer, B(Buf::Po), B(Buf::Pml), B(Buf::Attn)],
             e(&[&[s.s * g, d], &[s.s * g, 2], &[1, g * d]]),
             "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
-    op_attention_merge_row::attention_merge_row(T2(float, S * G, D, po, D, head, 0), T2(float, S * G, 2, pml, 2, head, 0),
-                                                T2(et::bf16, 1, G * D, attn, NKV * G * D, l * B + b, k));",
+    op_attention_merge::attention_merge(T2(float, S * G, D, po, D, head, 0), T2(float, S * G, 2, pml, 2, head, 0),
+                                        T2(et::bf16, 1, G * D, attn, NKV * G * D, l * B + b, k));",
         ),
         st(
             "o_proj",
@@ -504,9 +488,9 @@ mod tests {
             let shape = Shape::of(stamp).unwrap();
             let st = stages(&shape);
             check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
-            // 1 + 9 per layer + 4 launches, as many CTAs as the megakernel has tasks
-            assert_eq!(st.iter().filter(|s| s.per_layer).count(), 9);
-            assert_eq!(st.len(), 14);
+            // 1 + 8 per layer + 4 launches, as many CTAs as the megakernel has tasks
+            assert_eq!(st.iter().filter(|s| s.per_layer).count(), 8);
+            assert_eq!(st.len(), 13);
         }
     }
 
@@ -530,6 +514,6 @@ mod tests {
             assert_eq!(src.matches(&format!(" {}(", s.kernel)).count(), 1, "{}", s.kernel);
         }
         assert!(src.contains("constexpr int B = 2;") && src.contains("constexpr int VT = 4;"));
-        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_rope(int layer, void* qkv, void* pos, float theta"));
+        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_chunk(int layer, void* qkv, void* pos, float theta"));
     }
 }
