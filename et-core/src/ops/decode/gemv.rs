@@ -518,7 +518,7 @@ mod tests {
                     for mats in [1, 2] {
                         let p = plan(rows, k, batch, mats);
                         let what = format!("rows {rows}, k {k}, batch {batch}, mats {mats}: {p:?}");
-                        assert!(p.split_k % K_GRANULE == 0 && p.splits >= 1, "{what}");
+                        assert!(p.split_k.is_multiple_of(K_GRANULE) && p.splits >= 1, "{what}");
                         assert!((p.splits - 1) * p.split_k < k && p.splits * p.split_k >= k, "{what}");
                         assert_eq!(p.row_stride, 16 * p.groups_per_round + 4, "{what}");
                         let bytes = arena_bytes(&[rows, k], &[batch, k], mats);
