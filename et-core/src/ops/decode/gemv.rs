@@ -11,9 +11,9 @@
 //! in the op's shared-memory arena, and after one barrier the CTA sums the slices in
 //! slice order (deterministic) and applies the epilogue, its threads over consecutive
 //! outputs (coalesced stores). A lane keeps four 32-wide `k` steps of its two weight rows
-//! in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM) and reloads each step's
-//! registers as soon as that step's mmas have read them, so the stream never drains
-//! inside a unit. The mma reads both operands straight from global memory in 16-byte
+//! in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM; two steps above batch
+//! 16, where the accumulators need the registers) and reloads each step's registers as
+//! soon as that step's mmas have read them, so the stream never drains inside a unit. The mma reads both operands straight from global memory in 16-byte
 //! pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
 //! mmas, which sums the same products in a permuted `k` order (the permutation is the
 //! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
@@ -152,11 +152,19 @@ __device__ __forceinline__ MatvecPlan matvec_plan(int N, int K, int B, int NW) {
     return p;
 }
 
+// A weight piece: `ld16_nc` with an L2 prefetch hint. A warp's load touches 64 bytes of
+// each of its 16 rows and its next steps continue them, so L2 fetches 256-byte blocks.
+__device__ __forceinline__ uint4 ld16_weight(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
 // Eight bf16 of a row at k: the 16-byte load itself when FAST (k a multiple of 8, rows
 // aligned, zero at or past n), `load8` otherwise.
 template <bool FAST, bool NC>
 __device__ __forceinline__ uint4 matvec_load(const et::bf16* row, int k, int n, long long stride) {
-    if (FAST) return k < n ? (NC ? ld16_nc(row + k) : ld16(row + k)) : make_uint4(0, 0, 0, 0);
+    if (FAST) return k < n ? (NC ? ld16_weight(row + k) : ld16(row + k)) : make_uint4(0, 0, 0, 0);
     return load8_slow(row, k, n, stride);
 }
 
