@@ -574,7 +574,7 @@ macro_rules! splitk {
 fn gemv_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
     let tasks = |nt: usize, rt: usize| format!("{nt} rows x {rt} tasks");
     let split = |nt: usize, rt: usize, s: usize, ks: usize| format!("{nt}x{ks} x {} + reduce {}", rt * s, rt * 8);
-    // (op, N, K, kernels at B = 1, 16, 64 as (batch, kind, tile, launch)), pool per shape
+    // (op, N, K, kernels at B = 1, 8, 16, 64 as (batch, kind, tile, launch)), pool per shape
     type Entry<'a> = (usize, Kind, String, GemvLaunch<'a>);
     let shapes: Vec<(&str, usize, usize, usize, Vec<Entry<'_>>)> = vec![
         (
@@ -601,6 +601,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
             1,
             vec![
                 (1, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b1)),
+                (8, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b8)),
                 (16, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b16)),
                 (16, Kind::SplitK(4), split(192, 32, 4, 1024), splitk!(splitk_qkv_b16)),
                 (64, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b64)),
@@ -614,6 +615,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
             2,
             vec![
                 (1, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b1)),
+                (8, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b8)),
                 (16, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b16)),
                 (64, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b64)),
             ],
@@ -625,6 +627,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
             1,
             vec![
                 (1, Kind::Plain, tasks(32, 128), plain!(gemv_down_b1)),
+                (8, Kind::Plain, tasks(32, 128), plain!(gemv_down_b8)),
                 (16, Kind::Plain, tasks(32, 128), plain!(gemv_down_b16)),
                 (16, Kind::SplitK(8), split(256, 16, 8, 1792), splitk!(splitk_down_b16)),
                 (64, Kind::Plain, tasks(32, 128), plain!(gemv_down_b64)),

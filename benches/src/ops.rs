@@ -111,17 +111,20 @@ macro_rules! splitk_kernel {
 
 // Rows per task: N / 128 (one task per SM for 128 of the 132 SMs). No split of N rows can
 // give the busiest SM fewer than ceil(N / 132) rows, and the tensor-core path works in
-// 16-row units, so finer tiles only add tasks (`ops_bench` shows 16 and 64 for 4096 too).
+// 16-row units (k split across warps where a task has fewer units than warps), so finer tiles only add tasks (`ops_bench` shows 16 and 64 for 4096 too).
 gemv_kernel!(gemv_q_b1, bt = 1, kd = 4096, nt = 32, rt = 128);
 gemv_kernel!(gemv_q_b16, bt = 16, kd = 4096, nt = 32, rt = 128);
 gemv_kernel!(gemv_q_b64, bt = 64, kd = 4096, nt = 32, rt = 128);
 gemv_kernel!(gemv_qkv_b1, bt = 1, kd = 4096, nt = 48, rt = 128);
+gemv_kernel!(gemv_qkv_b8, bt = 8, kd = 4096, nt = 48, rt = 128);
 gemv_kernel!(gemv_qkv_b16, bt = 16, kd = 4096, nt = 48, rt = 128);
 gemv_kernel!(gemv_qkv_b64, bt = 64, kd = 4096, nt = 48, rt = 128);
 gemv_kernel!(gemv_down_b1, bt = 1, kd = 14336, nt = 32, rt = 128);
+gemv_kernel!(gemv_down_b8, bt = 8, kd = 14336, nt = 32, rt = 128);
 gemv_kernel!(gemv_down_b16, bt = 16, kd = 14336, nt = 32, rt = 128);
 gemv_kernel!(gemv_down_b64, bt = 64, kd = 14336, nt = 32, rt = 128);
 silu_kernel!(gemv_gateup_b1, bt = 1, kd = 4096, nt = 112, rt = 128);
+silu_kernel!(gemv_gateup_b8, bt = 8, kd = 4096, nt = 112, rt = 128);
 silu_kernel!(gemv_gateup_b16, bt = 16, kd = 4096, nt = 112, rt = 128);
 silu_kernel!(gemv_gateup_b64, bt = 64, kd = 4096, nt = 112, rt = 128);
 // the tile-size sweep of 4096 -> 4096

@@ -50,10 +50,10 @@ fn silu(g: f64) -> f64 {
 
 #[test]
 fn gemv_family_matches_f64_at_tails_and_batches() {
-    // (rows, k, batch): 4096 + 8 rows, k with tails of 8 and 1, the batch 1 to 64
-    for (seed, (n, k, b)) in
-        [(4104, 24, 1), (8, 4104, 3), (72, 33, 16), (17, 9, 64), (4104, 15, 2)].into_iter().enumerate()
-    {
+    // (rows, k, batch): 4096 + 8 rows, k with tails of 8 and 1 and 2052 (not a multiple of
+    // 64), row counts that 16 does not divide, the batch 1 to 64
+    let shapes = [(4104, 24, 1), (8, 4104, 3), (72, 33, 16), (17, 9, 64), (4104, 15, 2), (24, 2052, 7), (40, 2052, 33)];
+    for (seed, (n, k, b)) in shapes.into_iter().enumerate() {
         let seed = seed as u64 * 10;
         let w = Tensor::<bf16>::random(&[n, k], seed);
         let u = Tensor::<bf16>::random(&[n, k], seed + 1);

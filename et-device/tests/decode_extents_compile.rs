@@ -46,10 +46,11 @@ typedef et::Tile<et::bf16, 3> B3;
 extern "C" __global__ void __launch_bounds__(512, 1)
 dynamic_extents(B2 w, B2 wu, B2 x, B2 r, B2 y, et::Tile<float, 2> yf, et::Tile<float, 3> part, B3 kc, B3 vc,
                 et::Tile<int, 1> len, et::Tile<float, 2> ml, B1 nw, et::Tile<int, 1> ids) {
-    op_matvec::matvec(w, x, yf);
-    op_matvec_residual::matvec_residual(w, x, r, y);
-    op_matvec_silu::matvec_silu(w, wu, x, y);
-    op_matvec_split::matvec_split(w, x, part);
+    extern __shared__ __align__(128) unsigned char arena[];
+    op_matvec::matvec(w, x, yf, arena);
+    op_matvec_residual::matvec_residual(w, x, r, y, arena);
+    op_matvec_silu::matvec_silu(w, wu, x, y, arena);
+    op_matvec_split::matvec_split(w, x, part, arena);
     op_attention_partial::attention_partial(x, kc, vc, len, 0, 0.125f, yf, ml);
     op_rms_norm::rms_norm(x, nw, 1e-5f, y);
     op_rms_norm_residual::rms_norm_residual(y, r, nw, 1e-5f, wu);
@@ -67,17 +68,21 @@ dynamic_extents(B2 w, B2 wu, B2 x, B2 r, B2 y, et::Tile<float, 2> yf, et::Tile<f
 #[test]
 #[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
 fn the_gemvs_compile_at_every_batch_boundary() {
+    // every fragment count (1 to 8 batch pieces) and its boundaries; K 1026 (a tail of 2
+    // past a 1024) and 2056 (not a multiple of 64); 72 and 24 rows (half an mma tile)
     let mut body = String::new();
-    for b in [1, 15, 16, 17, 64] {
+    for b in [1, 2, 7, 8, 9, 15, 16, 17, 24, 33, 40, 48, 56, 64] {
+        let (rows, k) = if b % 2 == 0 { (72, 1026) } else { (24, 2056) };
         body.push_str(&format!(
             r#"
 extern "C" __global__ void __launch_bounds__(512, 1)
-gemv_b{b}(et::Tile<et::bf16, 2, et::Ext<72, 1026>> w, et::Tile<et::bf16, 2, et::Ext<{b}, 1026>> x,
-          et::Tile<et::bf16, 2, et::Ext<{b}, 72>> y, et::Tile<float, 3, et::Ext<1, {b}, 72>> part) {{
-    op_matvec::matvec(w, x, y);
-    op_matvec_residual::matvec_residual(w, x, y, y);
-    op_matvec_silu::matvec_silu(w, w, x, y);
-    op_matvec_split::matvec_split(w, x, part);
+gemv_b{b}(et::Tile<et::bf16, 2, et::Ext<{rows}, {k}>> w, et::Tile<et::bf16, 2, et::Ext<{b}, {k}>> x,
+          et::Tile<et::bf16, 2, et::Ext<{b}, {rows}>> y, et::Tile<float, 3, et::Ext<1, {b}, {rows}>> part) {{
+    extern __shared__ __align__(128) unsigned char arena[];
+    op_matvec::matvec(w, x, y, arena);
+    op_matvec_residual::matvec_residual(w, x, y, y, arena);
+    op_matvec_silu::matvec_silu(w, w, x, y, arena);
+    op_matvec_split::matvec_split(w, x, part, arena);
 }}
 "#
         ));

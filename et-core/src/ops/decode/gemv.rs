@@ -1,19 +1,112 @@
 //! GEMV / skinny GEMM `y[b, n] = Σ_k x[b, k] · w[n, k]` over a tile of weight rows, batch
 //! 1 to 64, with fused epilogues and a split-K form.
 //!
-//! Below a batch of 16 each warp owns a weight row at a time and its lanes stream the row
-//! in 16-byte pieces (CUDA cores); from 16 on, each warp owns 16 rows and multiplies them
-//! with the batch on the tensor cores (`mma.sync.m16n8k16` bf16 → f32). When x's tile
-//! type gives the batch at compile time (`static_extent<0>()`, as every megakernel's
-//! does), only that batch's path is compiled, its register arrays and loops sized to the
-//! batch; a tile with a run-time batch compiles both and picks one per call. The mma reads
-//! both operands straight from global memory in 16-byte pieces: a lane's eight
-//! consecutive `k` of a weight row and of a batch row feed two mmas, which sums the same
-//! products in a permuted `k` order (the permutation is the same for both operands).
+//! One path for every batch, on the tensor cores (`mma.sync.m16n8k16` bf16 → f32): a
+//! *unit* of work is 16 weight rows of one weight tile over one slice of `k`, and a warp
+//! multiplies its 16 rows with the batch in 8-row pieces (n), so a batch of 1 wastes mma
+//! lanes, not bandwidth, and each weight element is converted and multiplied once
+//! whatever the batch. The tile's rows × `k` slices × weight tiles (gate and up are two)
+//! are cut into units so that every warp of a 512-thread CTA streams about the same
+//! number of bytes for any tile shape ([`plan`]); each unit leaves its f32 partial sums
+//! in the op's shared-memory arena, and after one barrier the CTA sums the slices in
+//! slice order (deterministic) and applies the epilogue, its threads over consecutive
+//! outputs (coalesced stores). A lane keeps four 32-wide `k` steps of its two weight rows
+//! in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM; two steps above batch
+//! 16, where the accumulators need the registers) and reloads each step's registers as
+//! soon as that step's mmas have read them, so the stream never drains inside a unit. The mma reads both operands straight from global memory in 16-byte
+//! pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
+//! mmas, which sums the same products in a permuted `k` order (the permutation is the
+//! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
+//! units that share its slice). When x's tile type gives the batch at compile time
+//! (`static_extent<0>()`, as every megakernel's does), the register arrays and loops are
+//! sized to it; a tile with a run-time batch compiles one instance sized for 64.
 
 use super::decode_cuda;
 use crate::dtype::{Element, bf16};
 use crate::tile::{TileMut, TileRef};
+
+/// The arena bytes one GEMV call may use for its partial sums: large tiles at large
+/// batches work in rounds of row groups that fit it. 96 KB leaves the SM about 130 KB of
+/// L1 for the activations that the units of a slice share.
+pub const ARENA_CAP: usize = 96 * 1024;
+/// The warps the work is balanced for (the default CTA of 512 threads); other CTA sizes
+/// compute the same results, less evenly spread.
+const PLAN_WARPS: usize = 16;
+/// The `k` granule of a unit: four 32-wide mma steps, one round of loads in flight.
+const K_GRANULE: usize = 128;
+/// Rows of the partial buffer per row group (16) and the padding of a batch row (4
+/// floats), which puts the four `t` lanes of an mma fragment on distinct banks.
+const GROUP_ROWS: usize = 16;
+const ROW_PAD: usize = 4;
+
+/// How a GEMV call cuts its work (the CUDA's `matvec_plan` computes the same, from the
+/// same integers, and must stay identical: this one sizes the arena the CUDA writes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// 16-row groups of the weight tile per round (all of them unless the partial sums
+    /// of a round would exceed [`ARENA_CAP`]).
+    pub groups_per_round: usize,
+    /// Slices of `k` per row group: a unit is one row group of one weight tile over one
+    /// slice.
+    pub splits: usize,
+    /// The width of a slice, a multiple of 128 (the last slice ends at `k`).
+    pub split_k: usize,
+    /// The stride (floats) of one batch row of a slice's partial sums.
+    pub row_stride: usize,
+}
+
+const fn cdiv(a: usize, b: usize) -> usize {
+    a.div_ceil(b)
+}
+
+/// The work plan of a GEMV over `mats` weight tiles (1, or 2 for gate and up) of `rows x
+/// k`, at batch `batch`: the smallest number of `k` slices that spreads the units most
+/// evenly over [`PLAN_WARPS`] warps (the busiest warp's share of the bytes, `⌈units /
+/// warps⌉ / splits`, is smallest) while the partial sums fit [`ARENA_CAP`]; slices of at
+/// least 128 columns, at most 16.
+pub const fn plan(rows: usize, k: usize, batch: usize, mats: usize) -> Plan {
+    let groups = if rows > 0 { cdiv(rows, GROUP_ROWS) } else { 1 };
+    let b = if batch > 0 { batch } else { 1 };
+    let w = if mats > 0 { mats } else { 1 };
+    let cap_rows = ARENA_CAP / (4 * w * b);
+    let fit = if cap_rows > GROUP_ROWS + ROW_PAD { (cap_rows - ROW_PAD) / GROUP_ROWS } else { 1 };
+    let gr = if groups < fit { groups } else { fit };
+    let rs = GROUP_ROWS * gr + ROW_PAD;
+    let smax = if k > 0 { cdiv(k, K_GRANULE) } else { 1 };
+    let smax = if smax > PLAN_WARPS { PLAN_WARPS } else { smax };
+    let (mut best, mut best_num) = (1, cdiv(w * gr, PLAN_WARPS));
+    let mut s = 2;
+    while s <= smax {
+        if w * s * b * rs * 4 > ARENA_CAP {
+            break;
+        }
+        let num = cdiv(w * gr * s, PLAN_WARPS);
+        if num * best < best_num * s {
+            best = s;
+            best_num = num;
+        }
+        s += 1;
+    }
+    let per = if k > 0 { cdiv(k, best) } else { 1 };
+    let split_k = cdiv(per, K_GRANULE) * K_GRANULE;
+    let splits = if k > 0 { cdiv(k, split_k) } else { 1 };
+    Plan { groups_per_round: gr, splits, split_k, row_stride: rs }
+}
+
+/// The arena bytes of a GEMV of the `[rows, k]` weight tile `w` (extents as `tile_op!`
+/// passes them) with `mats` weight tiles and the `[batch, k]` activations `x`: the f32
+/// partial sums of one round, `mats × splits × batch × row_stride` floats.
+pub const fn arena_bytes(w: &[usize], x: &[usize], mats: usize) -> usize {
+    match (w, x) {
+        (&[rows, k], &[batch, _]) => {
+            let p = plan(rows, k, batch, mats);
+            let b = if batch > 0 { batch } else { 1 };
+            let w = if mats > 0 { mats } else { 1 };
+            w * p.splits * b * p.row_stride * 4
+        }
+        _ => 0,
+    }
+}
 
 /// The shared CUDA core of the GEMV family (prepended to each op's text).
 macro_rules! matvec_cuda {
@@ -26,133 +119,187 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned int a0, unsigne
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-    return bf_lo(a.x) * bf_lo(b.x) + bf_hi(a.x) * bf_hi(b.x) + bf_lo(a.y) * bf_lo(b.y) + bf_hi(a.y) * bf_hi(b.y) +
-           bf_lo(a.z) * bf_lo(b.z) + bf_hi(a.z) * bf_hi(b.z) + bf_lo(a.w) * bf_lo(b.w) + bf_hi(a.w) * bf_hi(b.w);
-}
 
-// The two paths below compute acc_j[b, n] = Σ_k x[b, k] w_j[n, k] for NW weight tiles w_j
-// (same shape and strides), n < N, b < B, k < K, and call epi(b, n, acc_0, acc_1) once per
-// output (acc_1 = 0 when NW = 1). `vec`: every row of x and of the w_j takes 16-byte loads.
-
-// CUDA cores (B <= BM < 16): a warp per row, lanes over k in 16-byte pieces, U pieces in
-// flight. BM is the batch when it is known at compile time (the loops are then exact).
-template <int NW, int BM, class E>
-__device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
-                                            const long long (&ws1)[NW], const et::bf16* x, long long xs0,
-                                            long long xs1, int B, int N, int K, bool vec, E& epi) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    constexpr int U = NW == 1 ? 4 : 2;
-    for (int r = warp; r < N; r += warps) {
-        float acc[NW][BM];
-#pragma unroll
-        for (int j = 0; j < NW; ++j)
-#pragma unroll
-            for (int b = 0; b < BM; ++b) acc[j][b] = 0.0f;
-        for (int k0 = lane * 8; k0 < K; k0 += 256 * U) {
-            uint4 wr[NW][U];
-#pragma unroll
-            for (int u = 0; u < U; ++u)
-#pragma unroll
-                for (int j = 0; j < NW; ++j) wr[j][u] = load8<true>(w[j] + r * ws0[j], k0 + 256 * u, K, ws1[j], vec);
-#pragma unroll
-            for (int b = 0; b < BM; ++b) {
-                if (b >= B) break;
-#pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    const uint4 xv = load8<false>(x + b * xs0, k0 + 256 * u, K, xs1, vec);
-#pragma unroll
-                    for (int j = 0; j < NW; ++j) acc[j][b] += dot8(wr[j][u], xv);
-                }
-            }
-        }
-#pragma unroll
-        for (int b = 0; b < BM; ++b) {
-            if (b >= B) break;
-            const float a0 = et::warp_sum(acc[0][b]);
-            const float a1 = NW > 1 ? et::warp_sum(acc[NW - 1][b]) : 0.0f;
-            if (lane == 0) epi(b, r, a0, a1);
+// The work plan: `plan` in gemv.rs computes the same from the same integers and sizes the
+// arena from it (keep the two identical). gr: 16-row groups per round; s: k slices of ks
+// columns (a multiple of 128); rs: floats per batch row of a slice's partial sums.
+struct MatvecPlan {
+    int gr, s, ks, rs;
+};
+__device__ __forceinline__ int matvec_cdiv(int a, int b) { return (a + b - 1) / b; }
+__device__ __forceinline__ MatvecPlan matvec_plan(int N, int K, int B, int NW) {
+    const int cap = 96 * 1024, warps = 16, granule = 128;
+    const int groups = N > 0 ? matvec_cdiv(N, 16) : 1, b = B > 0 ? B : 1;
+    const int cap_rows = cap / (4 * NW * b);
+    const int fit = cap_rows > 20 ? (cap_rows - 4) / 16 : 1;
+    MatvecPlan p;
+    p.gr = groups < fit ? groups : fit;
+    p.rs = 16 * p.gr + 4;
+    int smax = K > 0 ? matvec_cdiv(K, granule) : 1;
+    smax = smax > warps ? warps : smax;
+    int best = 1, best_num = matvec_cdiv(NW * p.gr, warps);
+#pragma unroll 1
+    for (int s = 2; s <= smax; ++s) {
+        if (NW * s * b * p.rs * 4 > cap) break;
+        const int num = matvec_cdiv(NW * p.gr * s, warps);
+        if (num * best < best_num * s) {
+            best = s;
+            best_num = num;
         }
     }
+    p.ks = matvec_cdiv(K > 0 ? matvec_cdiv(K, best) : 1, granule) * granule;
+    p.s = K > 0 ? matvec_cdiv(K, p.ks) : 1;
+    return p;
 }
 
-// Tensor cores (16 <= B <= 8 * NBM): a warp per 16 rows (m), the batch in 8-row pieces
-// (n), k in steps of 64. NBM is ceil(B / 8) when the batch is known at compile time.
-template <int NW, int NBM, class E>
-__device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
-                                           const long long (&ws1)[NW], const et::bf16* x, long long xs0,
-                                           long long xs1, int B, int N, int K, bool vec, E& epi) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
-    for (int m0 = warp * 16; m0 < N; m0 += warps * 16) {
-        float c[NW][NBM][4];
+// A weight piece: `ld16_nc` with an L2 prefetch hint. A warp's load touches 64 bytes of
+// each of its 16 rows and its next steps continue them, so L2 fetches 256-byte blocks.
+__device__ __forceinline__ uint4 ld16_weight(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+// Eight bf16 of a row at k: the 16-byte load itself when FAST (k a multiple of 8, rows
+// aligned, zero at or past n), `load8` otherwise.
+template <bool FAST, bool NC>
+__device__ __forceinline__ uint4 matvec_load(const et::bf16* row, int k, int n, long long stride) {
+    if (FAST) return k < n ? (NC ? ld16_weight(row + k) : ld16(row + k)) : make_uint4(0, 0, 0, 0);
+    return load8_slow(row, k, n, stride);
+}
+
+// One unit's k loop: c[nb] += the 16 rows (row0 + g, row1 = row0 + 8 of the lane's
+// group) times the batch over [k_lo, k_hi), k_lo and the slice a multiple of 32 U. Lane
+// (g, t) holds the rows at k + 32u + 8t for u < U (the A fragments of two mmas each) and
+// reloads step u of the next block as soon as its mmas have read it, so U steps of loads
+// stay in flight; the batch rows nb * 8 + g at the same k are the B fragments.
+template <int NBM, int U, bool FAST>
+__device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* row0, const et::bf16* row1, bool ok0,
+                                            bool ok1, long long cs, const et::bf16* x, long long xs0, long long xs1,
+                                            int B, int K, int k_lo, int k_hi) {
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    uint4 a0[U], a1[U];
 #pragma unroll
-        for (int j = 0; j < NW; ++j)
+    for (int u = 0; u < U; ++u) {
+        const int kk = k_lo + 32 * u + 8 * t;
+        a0[u] = ok0 ? matvec_load<FAST, true>(row0, kk, K, cs) : zero;
+        a1[u] = ok1 ? matvec_load<FAST, true>(row1, kk, K, cs) : zero;
+    }
+#pragma unroll 1
+    for (int k = k_lo; k < k_hi; k += 32 * U) {
+        const bool more = k + 32 * U < k_hi;
 #pragma unroll
-            for (int nb = 0; nb < NBM; ++nb)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) c[j][nb][i] = 0.0f;
-        const int r0 = m0 + g, r1 = m0 + g + 8;
-        for (int k0 = 0; k0 < K; k0 += 64) {
-            uint4 lo[NW][2], hi[NW][2];
-#pragma unroll
-            for (int u = 0; u < 2; ++u)
-#pragma unroll
-                for (int j = 0; j < NW; ++j) {
-                    const int kk = k0 + 32 * u + 8 * t;
-                    lo[j][u] = r0 < N ? load8<true>(w[j] + r0 * ws0[j], kk, K, ws1[j], vec) : make_uint4(0, 0, 0, 0);
-                    hi[j][u] = r1 < N ? load8<true>(w[j] + r1 * ws0[j], kk, K, ws1[j], vec) : make_uint4(0, 0, 0, 0);
-                }
+        for (int u = 0; u < U; ++u) {
+            const int kk = k + 32 * u + 8 * t;
 #pragma unroll
             for (int nb = 0; nb < NBM; ++nb) {
                 if (nb * 8 >= B) break;
                 const int b = nb * 8 + g;
-#pragma unroll
-                for (int u = 0; u < 2; ++u) {
-                    const uint4 xv = b < B ? load8<false>(x + b * xs0, k0 + 32 * u + 8 * t, K, xs1, vec) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-                    for (int j = 0; j < NW; ++j) {
-                        mma_bf16(c[j][nb], lo[j][u].x, hi[j][u].x, lo[j][u].y, hi[j][u].y, xv.x, xv.y);
-                        mma_bf16(c[j][nb], lo[j][u].z, hi[j][u].z, lo[j][u].w, hi[j][u].w, xv.z, xv.w);
-                    }
-                }
+                const uint4 xv = b < B ? matvec_load<FAST, false>(x + b * xs0, kk, K, xs1) : zero;
+                mma_bf16(c[nb], a0[u].x, a1[u].x, a0[u].y, a1[u].y, xv.x, xv.y);
+                mma_bf16(c[nb], a0[u].z, a1[u].z, a0[u].w, a1[u].w, xv.z, xv.w);
             }
-        }
-        // c[j][nb]: {0, 1} are row r0, batch nb*8 + 2t + {0, 1}; {2, 3} are row r1.
-#pragma unroll
-        for (int nb = 0; nb < NBM; ++nb) {
-            if (nb * 8 >= B) break;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int b = nb * 8 + 2 * t + (i & 1), r = i < 2 ? r0 : r1;
-                if (b < B && r < N) epi(b, r, c[0][nb][i], NW > 1 ? c[NW - 1][nb][i] : 0.0f);
+            if (more) {
+                a0[u] = ok0 ? matvec_load<FAST, true>(row0, kk + 32 * U, K, cs) : zero;
+                a1[u] = ok1 ? matvec_load<FAST, true>(row1, kk + 32 * U, K, cs) : zero;
             }
         }
     }
 }
 
-// Below a batch of 16 the CUDA-core path, from 16 on the tensor-core path. SB is x's batch
-// extent when known at compile time (`static_extent<0>()`, every megakernel's case): then
-// only the one path is instantiated, with exact loop bounds; with SB = -1 both are, and
-// the batch B picks one at run time.
+// acc_j[b, n] = sum_k x[b, k] w_j[n, k] for NW weight tiles w_j (same shape), n < N, b < B
+// <= 8 * NBM, k < K; calls epi(b, n, acc_0, acc_1) once per output (acc_1 = 0 when NW =
+// 1). `vec`: every row of x and of the w_j takes 16-byte loads. `part`: the arena.
+//
+// A unit (one warp at a time) is 16 rows m.. of w_j over the k slice [k_lo, k_hi): lane
+// (g, t) holds rows m + g and m + g + 8 at k + 32u + 8t for u < U (the A fragments of two
+// mmas each), and the batch rows nb * 8 + g at the same k (the B fragments). Units are
+// numbered slice-major, so the warps that run together share x's slice in L1.
+template <int NW, int NBM, class E>
+__device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                           const long long (&ws1)[NW], const et::bf16* x, long long xs0,
+                                           long long xs1, int B, int N, int K, bool vec, float* part, E& epi) {
+    // four steps in flight (eight 16-byte loads a lane, 64 KB an SM) while the fragments
+    // and accumulators leave room; two at batches above 16, whose 32 accumulators and
+    // eight B fragments per step would not fit beside four
+    constexpr int U = NBM > 2 ? 2 : 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const MatvecPlan p = matvec_plan(N, K, B, NW);
+    const int groups = (N + 15) / 16;
+#pragma unroll 1
+    for (int g0 = 0; g0 < groups; g0 += p.gr) {
+        const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, per_slice = NW * gn;
+#pragma unroll 1
+        for (int unit = warp; unit < per_slice * p.s; unit += warps) {
+            const int s = unit / per_slice, j = (unit % per_slice) / gn, ml = ((unit % per_slice) % gn) * 16;
+            // selects, not a run-time index (which would put the arrays in local memory)
+            const bool second = NW > 1 && j > 0;
+            const et::bf16* wj = second ? w[NW - 1] : w[0];
+            const long long rs0 = second ? ws0[NW - 1] : ws0[0], cs = second ? ws1[NW - 1] : ws1[0];
+            const int r0 = g0 * 16 + ml + g, r1 = r0 + 8;
+            const bool ok0 = r0 < N, ok1 = r1 < N;
+            const et::bf16* row0 = wj + (long long)(ok0 ? r0 : 0) * rs0;
+            const et::bf16* row1 = wj + (long long)(ok1 ? r1 : 0) * rs0;
+            const int k_lo = s * p.ks, k_hi = k_lo + p.ks < K ? k_lo + p.ks : K;
+            float c[NBM][4];
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) c[nb][i] = 0.0f;
+            // 16-byte loads with a predicate when every piece is inside or past the rows
+            // (k a multiple of 8); otherwise the element loads, one step at a time
+            if (vec && K % 8 == 0)
+                matvec_unit<NBM, U, true>(c, row0, row1, ok0, ok1, cs, x, xs0, xs1, B, K, k_lo, k_hi);
+            else
+                matvec_unit<NBM, 1, false>(c, row0, row1, ok0, ok1, cs, x, xs0, xs1, B, K, k_lo, k_hi);
+            // c[nb]: {0, 1} are row g, batch nb * 8 + 2t + {0, 1}; {2, 3} are row g + 8
+            float* ps = part + (j * p.s + s) * B * p.rs + ml + g;
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb) {
+                if (nb * 8 >= B) break;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int b = nb * 8 + 2 * t + (i & 1);
+                    if (b < B) ps[b * p.rs + (i < 2 ? 0 : 8)] = c[nb][i];
+                }
+            }
+        }
+        __syncthreads();
+        // the round's outputs, consecutive threads on consecutive rows (coalesced y stores)
+        const int rows = N - g0 * 16 < gn * 16 ? N - g0 * 16 : gn * 16;
+#pragma unroll 1
+        for (int e = threadIdx.x; e < B * rows; e += blockDim.x) {
+            const int b = e / rows, rl = e - b * rows;
+            float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 1
+            for (int s = 0; s < p.s; ++s) {
+                acc0 += part[(s * B + b) * p.rs + rl];
+                if (NW > 1) acc1 += part[((p.s + s) * B + b) * p.rs + rl];
+            }
+            epi(b, g0 * 16 + rl, acc0, acc1);
+        }
+        // the next round overwrites the partial sums
+        if (g0 + p.gr < groups) __syncthreads();
+    }
+}
+
+// SB is x's batch extent when known at compile time (`static_extent<0>()`, every
+// megakernel's case): the fragments and loops are then sized to it; with SB = -1 one
+// instance serves every batch up to 64 (rows of a larger batch are left unwritten).
 template <int NW, int SB, class E>
 __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                             const long long (&ws1)[NW], const et::bf16* x, long long xs0,
-                                            long long xs1, int B, int N, int K, E epi) {
+                                            long long xs1, int B, int N, int K, unsigned char* smem, E epi) {
     static_assert(SB == -1 || (SB >= 1 && SB <= 64), "matvec: the batch must be 1 to 64");
+    constexpr int NBM = SB >= 1 ? (SB + 7) / 8 : 8;
     bool wv = vec_rows(x, xs0, xs1);
 #pragma unroll
     for (int j = 0; j < NW; ++j) wv = wv && vec_rows(w[j], ws0[j], ws1[j]);
-    const bool vec = wv;
-    if constexpr (SB >= 16) {
-        matvec_mma<NW, (SB + 7) / 8>(w, ws0, ws1, x, xs0, xs1, SB, N, K, vec, epi);
-    } else if constexpr (SB >= 1) {
-        matvec_simt<NW, SB>(w, ws0, ws1, x, xs0, xs1, SB, N, K, vec, epi);
-    } else if (B < 16) {
-        matvec_simt<NW, 15>(w, ws0, ws1, x, xs0, xs1, B, N, K, vec, epi);
-    } else {
-        matvec_mma<NW, 8>(w, ws0, ws1, x, xs0, xs1, B, N, K, vec, epi);
-    }
+    const int batch = SB >= 1 ? SB : (B < 8 * NBM ? B : 8 * NBM);
+    if (batch < 1 || N < 1) return;
+    matvec_mma<NW, NBM>(w, ws0, ws1, x, xs0, xs1, batch, N, K, wv, reinterpret_cast<float*>(smem), epi);
 }
 "#] $body)
     };
@@ -160,14 +307,15 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
 
 crate::tile_op! { cuda = matvec_cuda!(r#"
 template <class W, class X, class Y>
-__device__ void matvec(W w, X x, Y y) {
+__device__ void matvec(W w, X x, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
+    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(a); });
 }
 "#);
+    smem = |extents| arena_bytes(w, x, 1);
     contract {
         x[1] == w[1] => "x must have as many columns as w (the reduced extent k)",
         y[0] == x[0] && y[1] == w[0] => "y must be x's rows (the batch) by w's rows",
@@ -183,14 +331,15 @@ __device__ void matvec(W w, X x, Y y) {
 
 crate::tile_op! { cuda = matvec_cuda!(r#"
 template <class W, class X, class R, class Y>
-__device__ void matvec_residual(W w, X x, R r, Y y) {
+__device__ void matvec_residual(W w, X x, R r, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
+    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(et::to_float(r(b, n)) + a); });
 }
 "#);
+    smem = |extents| arena_bytes(w, x, 1);
     contract {
         x[1] == w[1] => "x must have as many columns as w (the reduced extent k)",
         y[0] == x[0] && y[1] == w[0] => "y must be x's rows (the batch) by w's rows",
@@ -212,16 +361,17 @@ __device__ void matvec_residual(W w, X x, R r, Y y) {
 
 crate::tile_op! { cuda = matvec_cuda!(r#"
 template <class WG, class WU, class X, class Y>
-__device__ void matvec_silu(WG wg, WU wu, X x, Y y) {
+__device__ void matvec_silu(WG wg, WU wu, X x, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[2] = {wg.ptr, wu.ptr};
     const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
     matvec_core<2, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
-                   wg.shape[1], [&](int b, int n, float gate, float up) {
+                   wg.shape[1], smem, [&](int b, int n, float gate, float up) {
                        y(b, n) = et::from_float<T>(gate / (1.0f + __expf(-gate)) * up);
                    });
 }
 "#);
+    smem = |extents| arena_bytes(gate, x, 2);
     contract {
         gate[0] == up[0] && gate[1] == up[1] => "the gate and up weight tiles must have the same extents",
         x[1] == gate[1] => "x must have as many columns as the weights (the reduced extent k)",
@@ -248,13 +398,14 @@ __device__ void matvec_silu(WG wg, WU wu, X x, Y y) {
 
 crate::tile_op! { cuda = matvec_cuda!(r#"
 template <class W, class X, class P>
-__device__ void matvec_split(W w, X x, P part) {
+__device__ void matvec_split(W w, X x, P part, unsigned char* smem) {
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1],
+    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { part(0, b, n) = a; });
 }
 "#);
+    smem = |extents| arena_bytes(w, x, 1);
     contract {
         x[1] == w[1] => "x must have as many columns as w (this split's range of k)",
         part[0] == 1 && part[1] == x[0] && part[2] == w[0] => "part must be one split: 1 x x's rows x w's rows",
@@ -344,5 +495,60 @@ fn for_outputs(w: &[TileRef<'_, bf16, 2>], x: TileRef<'_, bf16, 2>, mut out: imp
             }
             out(b, r, acc);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_keeps_every_warp_busy_at_llama_shapes() {
+        // one 16-row group over 2048: 16 slices of 128, one per warp
+        assert_eq!(plan(16, 2048, 1, 1), Plan { groups_per_round: 1, splits: 16, split_k: 128, row_stride: 20 });
+        // 48 rows (3 groups) at batch 64: 5 slices (15 units) is the most even split that fits
+        let p = plan(48, 4096, 64, 1);
+        assert_eq!((p.groups_per_round, p.splits, p.split_k), (3, 5, 896));
+        // gate and up, 112 rows: 14 units per slice; 8 slices would spread evenly at batch 1
+        assert_eq!(plan(112, 4096, 1, 2).splits, 8);
+        assert_eq!(plan(112, 4096, 64, 2).splits, 1);
+        // the LM head's 256 rows at batch 64 in one round, one slice
+        assert_eq!(plan(256, 2048, 64, 1), Plan { groups_per_round: 16, splits: 1, split_k: 2048, row_stride: 260 });
+        // 4104 rows at batch 64: rounds of 23 groups
+        assert_eq!(plan(4104, 24, 64, 1).groups_per_round, 23);
+    }
+
+    #[test]
+    fn the_plan_covers_k_with_nonempty_slices_and_fits_the_arena() {
+        for rows in [1, 8, 16, 24, 40, 72, 112, 256, 4104] {
+            for k in [1, 9, 127, 128, 129, 1026, 2056, 4104, 14336] {
+                for batch in [1, 2, 7, 8, 9, 16, 33, 64] {
+                    for mats in [1, 2] {
+                        let p = plan(rows, k, batch, mats);
+                        let what = format!("rows {rows}, k {k}, batch {batch}, mats {mats}: {p:?}");
+                        assert!(p.split_k.is_multiple_of(K_GRANULE) && p.splits >= 1, "{what}");
+                        assert!((p.splits - 1) * p.split_k < k && p.splits * p.split_k >= k, "{what}");
+                        assert_eq!(p.row_stride, 16 * p.groups_per_round + 4, "{what}");
+                        let bytes = arena_bytes(&[rows, k], &[batch, k], mats);
+                        assert!(bytes <= ARENA_CAP, "{what}: {bytes} bytes");
+                        assert_eq!(bytes, mats * p.splits * batch * p.row_stride * 4, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_op_of_the_family_declares_the_arena_of_its_plan() {
+        let (w, x) = (&[72usize, 4104][..], &[16usize, 4104][..]);
+        let one = arena_bytes(w, x, 1);
+        assert!(one > 0);
+        assert_eq!(matvec::smem(&[w, x, &[16, 72]]), one);
+        assert_eq!(matvec_residual::smem(&[w, x, &[16, 72], &[16, 72]]), one);
+        assert_eq!(matvec_split::smem(&[w, x, &[1, 16, 72]]), one);
+        assert_eq!(matvec_silu::smem(&[w, w, x, &[16, 72]]), arena_bytes(w, x, 2));
+        const { assert!(matvec::OP.uses_smem && matvec_silu::OP.uses_smem && matvec_split::OP.uses_smem) };
+        // extents of the wrong rank (a contract error elsewhere) declare nothing
+        assert_eq!(arena_bytes(&[72], x, 1), 0);
     }
 }

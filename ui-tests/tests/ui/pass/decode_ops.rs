@@ -46,7 +46,12 @@ macro_rules! gemv_kernel {
     };
 }
 gemv_kernel!(decode_gemv_b1, 1);
+gemv_kernel!(decode_gemv_b2, 2);
+gemv_kernel!(decode_gemv_b7, 7);
+gemv_kernel!(decode_gemv_b8, 8);
+gemv_kernel!(decode_gemv_b9, 9);
 gemv_kernel!(decode_gemv_b16, 16);
+gemv_kernel!(decode_gemv_b33, 33);
 gemv_kernel!(decode_gemv_b64, 64);
 
 macro_rules! attention_kernel {
@@ -231,16 +236,22 @@ pub fn check_gemv<B: Backend>(
                 let mut yr = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let mut yl = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let args = (&dw, &dwu, &dx, &dr);
+                macro_rules! launch {
+                    ($k:ident) => {
+                        $k::launch_with(
+                            be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
+                        )
+                    };
+                }
                 match batch {
-                    1 => decode_gemv_b1::launch_with(
-                        be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
-                    ),
-                    16 => decode_gemv_b16::launch_with(
-                        be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
-                    ),
-                    64 => decode_gemv_b64::launch_with(
-                        be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
-                    ),
+                    1 => launch!(decode_gemv_b1),
+                    2 => launch!(decode_gemv_b2),
+                    7 => launch!(decode_gemv_b7),
+                    8 => launch!(decode_gemv_b8),
+                    9 => launch!(decode_gemv_b9),
+                    16 => launch!(decode_gemv_b16),
+                    33 => launch!(decode_gemv_b33),
+                    64 => launch!(decode_gemv_b64),
                     _ => panic!("no GEMV kernel for batch {batch}"),
                 }
                 .unwrap();
@@ -492,6 +503,7 @@ fn main() {
         for chaos in [None, Some(k as u64 + 3)] {
             check_gemv(&cpu, 1, 2, 10 + k as u64, schedule, chaos, 0.0);
             check_gemv(&cpu, 16, 1, 20 + k as u64, schedule, chaos, 0.0);
+            check_gemv(&cpu, 9, 1, 25 + k as u64, schedule, chaos, 0.0);
             for pos in [0, 16, 999] {
                 check_attention(&cpu, Attention::G4D128, 2, pos, 30 + pos as u64, schedule, chaos, 0.0);
                 check_attention(&cpu, Attention::G8D64, 2, pos, 40 + pos as u64, schedule, chaos, 0.0);
