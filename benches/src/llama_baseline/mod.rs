@@ -60,6 +60,8 @@ pub struct StepResult {
 struct Launch {
     function: usize,
     grid: u32,
+    /// Dynamic shared memory: the op's arena.
+    arena: u32,
     args: Vec<Arg>,
 }
 
@@ -132,8 +134,18 @@ impl<'g> Baseline<'g> {
             .map_err(drv("loading the baseline's module"))?;
         let functions = stages
             .iter()
-            .map(|st| module.load_function(&st.kernel).map_err(|e| format!("loading kernel `{}`: {e:?}", st.kernel)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|st| {
+                let f =
+                    module.load_function(&st.kernel).map_err(|e| format!("loading kernel `{}`: {e:?}", st.kernel))?;
+                // an arena above the default 48 KB must be allowed per function first
+                f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    st.arena_bytes() as i32,
+                )
+                .map_err(|e| format!("allowing kernel `{}` a {} byte arena: {e:?}", st.kernel, st.arena_bytes()))?;
+                Ok(f)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         // a stream of its own: the backend's is the legacy default stream, which cannot be
         // captured into a graph
         let stream = ctx.new_stream().map_err(drv("creating the baseline's stream"))?;
@@ -186,7 +198,7 @@ impl<'g> Baseline<'g> {
                     })
                 })
                 .collect::<Result<Vec<_>, Error>>()?;
-            launches.push(Launch { function: f, grid: st.grid as u32, args });
+            launches.push(Launch { function: f, grid: st.grid as u32, arena: st.arena_bytes() as u32, args });
             Ok(())
         };
         // the step's order: the stages before the layers, each layer's, the ones after
@@ -244,8 +256,11 @@ impl<'g> Baseline<'g> {
                     Arg::F32(v) => b.arg(v),
                 };
             }
-            let cfg =
-                LaunchConfig { grid_dim: (launch.grid, 1, 1), block_dim: (self.threads, 1, 1), shared_mem_bytes: 0 };
+            let cfg = LaunchConfig {
+                grid_dim: (launch.grid, 1, 1),
+                block_dim: (self.threads, 1, 1),
+                shared_mem_bytes: launch.arena,
+            };
             // SAFETY: the arguments follow the kernel's parameter list, built from the
             // same `Stage::params` as its CUDA signature (an `int`, a `float` or a `void*`
             // each); every address is a live allocation this baseline owns, sized as the

@@ -13,7 +13,8 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_merge, attention_rope_partial, embed, matvec, matvec_residual, matvec_silu, rms_norm,
+    argmax_merge, argmax_partial, attention_merge, attention_rope_partial, embed, matvec, matvec_residual, matvec_silu,
+    rms_norm,
 };
 
 use super::shape::Shape;
@@ -185,6 +186,18 @@ pub struct Stage {
     pub extents: Vec<Vec<usize>>,
     /// The CUDA statements: `blk` is the tile, `l` the layer, `L` the layer count.
     body: String,
+}
+
+impl Stage {
+    /// The bytes of the shared-memory arena its op declares at its extents (0 for an op
+    /// without one): the launch's dynamic shared memory, passed to the op as `bl_arena`.
+    pub fn arena_bytes(&self) -> usize {
+        if !self.op.uses_smem {
+            return 0;
+        }
+        let extents: Vec<&[usize]> = self.extents.iter().map(Vec::as_slice).collect();
+        (self.op.smem)(&extents)
+    }
 }
 
 use Param::{Buf as B, Layer, Layers, Scalar as F};
@@ -363,21 +376,26 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
 }
 
 /// Checks every stage against its op: the op's shape contract at the stage's extents, and
-/// no shared-memory arena (these plain kernels pass none).
+/// an arena that fits a CTA (227 KB on sm_90).
 pub fn check_stages(stages: &[Stage]) -> Result<(), String> {
     for st in stages {
         let extents: Vec<&[usize]> = st.extents.iter().map(Vec::as_slice).collect();
         (st.op.contract)(&extents)
             .map_err(|why| format!("stage `{}` calls `{}` with {extents:?}: {why}", st.kernel, st.op.path))?;
-        if st.op.uses_smem {
+        if st.arena_bytes() > MAX_ARENA {
             return Err(format!(
-                "stage `{}`: op `{}` now takes a shared-memory arena, which the kernel-per-operator baseline does not pass",
-                st.kernel, st.op.path
+                "stage `{}`: op `{}` asks for a {} byte shared-memory arena, more than a CTA has ({MAX_ARENA})",
+                st.kernel,
+                st.op.path,
+                st.arena_bytes()
             ));
         }
     }
     Ok(())
 }
+
+/// The most dynamic shared memory a CTA of an sm_90 GPU can have.
+pub const MAX_ARENA: usize = 227 * 1024;
 
 /// Tile constructors of the wrappers: `T<R>(type, extents.., pointer, trailing extents of the
 /// tensor.., tile index..)` builds the same `et::Tile<type, R, et::Ext<extents..>>` as the
@@ -466,13 +484,22 @@ pub fn cuda_source(shape: &Shape, stages: &[Stage], threads: u32) -> String {
             st.kernel,
             params.join(", ")
         );
+        // an op with an arena takes it as its last argument, as in a megakernel
+        if st.op.uses_smem {
+            src.push_str("    extern __shared__ __align__(128) unsigned char bl_arena[];\n");
+        }
         if st.params.contains(&Param::Layer) {
             src.push_str("    const long long l = layer;\n");
         }
         if st.params.contains(&Param::Layers) {
             src.push_str("    const long long L = layers;\n");
         }
-        let _ = write!(src, "    {}\n}}\n", st.body);
+        // the body ends with the op call's `);`: an arena goes in as its last argument
+        let body = match st.body.strip_suffix(");") {
+            Some(call) if st.op.uses_smem => format!("{call}, bl_arena);"),
+            _ => st.body.clone(),
+        };
+        let _ = write!(src, "    {body}\n}}\n");
     }
     src
 }
