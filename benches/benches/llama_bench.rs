@@ -58,6 +58,10 @@ struct Args {
     /// JSON lines of `torch_decode.py` (stdout) to include; repeatable.
     #[arg(long)]
     torch_json: Vec<PathBuf>,
+    /// Measure nothing: read the step rows of these `--json` files (repeatable) and print
+    /// their table and draw `--svg` from them (no GPU needed).
+    #[arg(long)]
+    replot: Vec<PathBuf>,
     /// Skip the process-start-to-first-token runs.
     #[arg(long)]
     no_first_token: bool,
@@ -82,12 +86,39 @@ fn main() {
     let args = Args::parse();
     let result = match &args.first_token_child {
         Some(config) => first_token_child(config, args.first_token_batch, args.seed),
+        None if !args.replot.is_empty() => replot(&args),
         None => run(&args),
     };
     if let Err(e) = result {
         eprintln!("llama_bench: error: {e}");
         std::process::exit(1);
     }
+}
+
+/// `--replot`: the table and the chart of rows saved by earlier runs.
+fn replot(args: &Args) -> Res<()> {
+    let mut rows = Vec::new();
+    for path in &args.replot {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--replot {}: {e}", path.display()))?;
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let record: Record = serde_json::from_str(line)
+                .map_err(|e| format!("--replot {}, line {}: not a llama_bench row: {e}", path.display(), n + 1))?;
+            // a figure saved twice (torch rows go into every run that read them) counts once
+            if let Record::Step(row) = record
+                && !rows.iter().any(|r: &StepRow| {
+                    (&r.config, r.batch, r.kv, &r.variant) == (&row.config, row.batch, row.kv, &row.variant)
+                })
+            {
+                rows.push(row);
+            }
+        }
+    }
+    println!("{}\n\n{}", report::LEGEND, report::table(&rows));
+    if let Some(path) = &args.svg {
+        report::chart::write_svg(path, &rows)?;
+        println!("chart: {}", path.display());
+    }
+    Ok(())
 }
 
 fn run(args: &Args) -> Res<()> {
