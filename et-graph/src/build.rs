@@ -43,8 +43,13 @@ pub fn at(event: u16, index: Vec<Index>) -> EventAccess {
     EventAccess { event, index: Cow::Owned(index), stmt: 0 }
 }
 
-/// A tile of `tensor` ([`with_tiles`] sets its statement position).
+/// A tile of `tensor` with constant extents ([`with_tiles`] sets its statement position).
 pub fn tile(tensor: u16, index: Vec<Affine>, size: Vec<i64>, access: Access) -> TileAccess {
+    tile_of(tensor, index, size.into_iter().map(Affine::constant).collect(), access)
+}
+
+/// A tile of `tensor` whose extents are affine in dims (`[dim(0), lit(64)]`).
+pub fn tile_of(tensor: u16, index: Vec<Affine>, size: Vec<Affine>, access: Access) -> TileAccess {
     TileAccess { tensor, index: Cow::Owned(index), size: Cow::Owned(size), access, stmt: 0 }
 }
 

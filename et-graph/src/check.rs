@@ -54,6 +54,15 @@ pub enum Location {
         /// The coordinate, when the problem is in one.
         coord: Option<u16>,
     },
+    /// One extent of a `t.tile(..)` argument (`[B, 64]`).
+    TileExtent {
+        /// The group.
+        group: u16,
+        /// Index among the group's tiles.
+        tile: u16,
+        /// The dimension of the extent.
+        dim: u16,
+    },
 }
 
 /// How a diagnostic is reported.
@@ -362,25 +371,81 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     for (g, group) in spec.groups.iter().enumerate() {
         for (k, tile) in group.tiles.iter().enumerate() {
             let t = &spec.tensors[tile.tensor as usize];
-            for (d, (ix, &size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
+            for (d, (ix, size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
                 let loc = Location::Tile { group: g as u16, tile: k as u16, coord: Some(d as u16) };
-                let start = ix.scale(size);
+                let at_extent = Location::TileExtent { group: g as u16, tile: k as u16, dim: d as u16 };
                 let vars = group_vars(spec, g);
-                let what = format!("the tile of `{}` in dimension {d}", t.name);
-                let shown = format!(
-                    "{} .. {}",
-                    names.show(&start, &vars),
-                    names.show(&start.add(&Affine::constant(size)), &vars)
-                );
-                if size <= 0 {
-                    empty_ranges.push(diag(loc, format!("tile extent {size} in dimension {d} must be positive")));
+                let Some((start, size)) = tile_box(spec, g, (ix, size), (loc, at_extent), &witness, &mut empty_ranges)
+                else {
                     continue;
-                }
-                check_range(g, loc, &what, &shown, &start, &start.add(&Affine::constant(size)), &t.shape[d]);
+                };
+                let end = start.add(&size);
+                let what = format!("the tile of `{}` in dimension {d}", t.name);
+                let shown = format!("{} .. {}", names.show(&start, &vars), names.show(&end, &vars));
+                check_range(g, loc, &what, &shown, &start, &end, &t.shape[d]);
             }
         }
     }
     out.extend(empty_ranges);
+}
+
+/// The start and extent of a tile in one dimension, when they are well formed: an extent
+/// is an affine expression of dims and at least 1 for every admissible size, and where it
+/// is symbolic the index is a constant, so that the start `index * extent` stays affine.
+/// Otherwise pushes the reason to `out` and returns `None`.
+fn tile_box(
+    spec: &GraphSpec,
+    g: usize,
+    (index, size): (&Affine, &Affine),
+    (at_index, at_extent): (Location, Location),
+    witness: &dyn Fn(Vec<(u16, i64)>) -> Option<String>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<(Affine, Affine)> {
+    let names = Names::new(spec);
+    let vars = group_vars(spec, g);
+    let size = size.substitute_static(&spec.dims);
+    let shown = names.show(&size, &vars);
+    if size.has_vars() {
+        out.push(error(
+            at_extent,
+            format!("the tile extent `{shown}` depends on a tile index of `{}`", spec.groups[g].name),
+            "an extent is a constant or an affine expression of dims (`64`, `B`, `2 * B`); \
+             move the tile index into the tile's index"
+                .into(),
+        ));
+        return None;
+    }
+    if let Some(c) = size.as_constant() {
+        if c <= 0 {
+            out.push(diag(at_extent, format!("tile extent {c} must be positive")));
+            return None;
+        }
+        return Some((index.scale(c), size));
+    }
+    let Some(i) = index.substitute_static(&spec.dims).as_constant() else {
+        out.push(error(
+            at_index,
+            format!(
+                "a tile whose extent `{shown}` is symbolic must have a constant index in that dimension, \
+                 but this index is `{}`",
+                names.show(index, &vars)
+            ),
+            "the tile starts at index times extent, which must stay affine in the dims; use a higher-rank \
+             layout such as `[L, B, H]` with index `[l, 0, 0]` and extent `[1, B, H]`"
+                .into(),
+        ));
+        return None;
+    };
+    if let Err(w) = size.sub(&Affine::constant(1)).prove_nonnegative(&spec.dims) {
+        out.push(Diagnostic {
+            severity: Severity::Error,
+            location: at_extent,
+            message: format!("the tile extent `{shown}` can be less than 1"),
+            help: witness(w),
+        });
+        return None;
+    }
+    Some((size.scale(i), size))
 }
 
 /// Rule: every symbolic dim can be solved from the tensor shapes at launch.

@@ -211,7 +211,8 @@ fn collect_boxes(r: &Resolved<'_>) -> Vec<Boxes> {
                 }
                 let b = &mut out[t.tensor as usize];
                 let at = b.coords.len();
-                for (ix, &size) in t.index.iter().zip(t.size.iter()) {
+                for (ix, size) in t.index.iter().zip(t.size.iter()) {
+                    let size = size.eval(&vars, &r.dims);
                     let start = ix.eval(&vars, &r.dims) * size;
                     b.coords.extend([start, start + size]);
                 }

@@ -200,15 +200,17 @@ impl EventAccess {
 }
 
 /// A tile of a tensor used by a tile op: `t.tile([idx..], [size..])` covers
-/// `idx[d] * size[d] .. idx[d] * size[d] + size[d]` in each dimension `d`.
+/// `idx[d] * size[d] .. idx[d] * size[d] + size[d]` in each dimension `d`. An extent may
+/// be symbolic (`[B, 64]`); the index of that dimension is then a constant, so that the
+/// box start stays affine (`check::check_bounds` enforces both).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileAccess {
     /// Index of the tensor parameter.
     pub tensor: u16,
     /// Tile coordinates, affine in tile indices and dims.
     pub index: List<Affine>,
-    /// Tile extents (constants).
-    pub size: List<i64>,
+    /// Tile extents, affine in dims (never in tile indices); usually constants.
+    pub size: List<Affine>,
     /// Whether the op reads or writes the tile (from the op's signature).
     pub access: Access,
     /// Position of the op call in the tile body (as [`EventAccess::stmt`]).
