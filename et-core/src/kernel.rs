@@ -37,6 +37,9 @@ pub struct CudaSource {
     /// The shared-memory arena bytes each op call needs (`smem` of its op at the call's
     /// extents), aligned with `ops`.
     pub smem: &'static [usize],
+    /// The tile group and body statement of each op call, aligned with `ops` (empty for
+    /// kernels built by hand): how [`Kernel::check_op_calls`] finds a call's tiles.
+    pub sites: &'static [(u16, u16)],
 }
 
 /// The threads per CTA of a megakernel that does not say (`#[megakernel(threads = N)]`):
@@ -162,7 +165,7 @@ mod tests {
         let graph = et_graph::build::graph("k", vec![], vec![], vec![], vec![]);
         Kernel {
             graph,
-            cuda: CudaSource { body: Cow::Borrowed(""), ops, block_threads: DEFAULT_THREADS, smem },
+            cuda: CudaSource { body: Cow::Borrowed(""), ops, block_threads: DEFAULT_THREADS, smem, sites: &[] },
             module_path: "m",
             file: "f.rs",
         }

@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod backend;
+pub mod calls;
 pub mod cpu;
 pub mod dtype;
 pub mod error;

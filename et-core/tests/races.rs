@@ -21,7 +21,7 @@ fn annotated(k: &TestKernel, tiles: Vec<Vec<TileAccess>>) -> GraphSpec {
 }
 
 fn with_graph(graph: GraphSpec, cpu: &'static [CpuTaskFn]) -> TestKernel {
-    let cuda = CudaSource { body: Cow::Borrowed(""), ops: &[], block_threads: 128, smem: &[] };
+    let cuda = CudaSource { body: Cow::Borrowed(""), ops: &[], block_threads: 128, smem: &[], sites: &[] };
     TestKernel { kernel: Kernel { graph, cuda, module_path: module_path!(), file: file!() }, cpu }
 }
 

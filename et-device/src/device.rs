@@ -260,6 +260,7 @@ impl Backend for Cuda {
         // resolved again only for a new key (shapes, index data, options).
         let shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape.clone()).collect();
         let dims = resolve_dims(&kernel.graph, &shapes)?;
+        kernel.check_op_calls(&dims)?;
         let tensors = DeviceTensors::read(kernel, args)?;
         let probe = StateProbe { spec: &kernel.graph, launch, dims: &dims, data: &tensors.data };
         let (state, _) = states.get_or_try_insert(&probe, || {

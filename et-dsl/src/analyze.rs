@@ -17,7 +17,7 @@ use syn::{Expr, Ident, Path};
 
 use crate::attr::{Args, DimValue, Schedule};
 use crate::diag::{Errors, did_you_mean, unknown};
-use crate::lower::{Scope, affine, constant};
+use crate::lower::{Scope, affine};
 use crate::model::*;
 
 /// Everything code generation needs.
@@ -69,7 +69,8 @@ pub enum LoweredStmt {
 
 /// An argument of a tile-op call, lowered.
 pub enum LoweredArg {
-    Tile { tensor: usize, ident: Ident, index: Vec<(Expr, Affine)>, size: Vec<i64>, span: Span },
+    /// `size` holds each extent as written and lowered (affine in dims, often a constant).
+    Tile { tensor: usize, ident: Ident, index: Vec<(Expr, Affine)>, size: Vec<(Expr, Affine)>, span: Span },
     Scalar { expr: Expr, value: Scalar },
 }
 
@@ -101,6 +102,7 @@ struct Spans {
     groups: Vec<TokenStream>,
     accesses: HashMap<(usize, bool, usize), (TokenStream, Vec<TokenStream>)>,
     tiles: HashMap<(usize, usize), (TokenStream, Vec<TokenStream>)>,
+    extents: HashMap<(usize, usize), Vec<TokenStream>>,
 }
 
 impl Spans {
@@ -117,6 +119,10 @@ impl Spans {
             Location::Tile { group, tile, coord } => {
                 let (whole, coords) = &self.tiles[&(group as usize, tile as usize)];
                 coord.and_then(|c| coords.get(c as usize)).unwrap_or(whole)
+            }
+            Location::TileExtent { group, tile, dim } => {
+                let key = (group as usize, tile as usize);
+                self.extents[&key].get(dim as usize).unwrap_or(&self.tiles[&key].0)
             }
         }
     }
@@ -144,7 +150,7 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
         if m.groups[..g].iter().any(|o| o.name == group.name) {
             errors.error(group.name.span(), format!("tile group `{}` is defined twice", group.name));
         }
-        let (spec, low) = lower_group(m, g, group, &dims, &dt, &param_names, &mut spans, errors);
+        let (spec, low) = lower_group(m, g, group, &dt, &param_names, &mut spans, errors);
         groups.push(spec);
         lowered.push(low);
     }
@@ -370,7 +376,6 @@ fn lower_group(
     m: &Megakernel,
     g: usize,
     group: &TileGroup,
-    dims: &[DimSpec],
     dt: &DimTable,
     params: &[String],
     spans: &mut Spans,
@@ -436,10 +441,14 @@ fn lower_group(
                                     affine(e, &iscope).map_err(|err| errors.push(err)).ok().map(|a| (e.clone(), a))
                                 })
                                 .collect();
-                            let size: Vec<i64> = t
+                            // tile indices are in scope so that `check_bounds` can explain why
+                            // an extent may not use them
+                            let size: Vec<(Expr, Affine)> = t
                                 .size
                                 .iter()
-                                .filter_map(|e| constant(e, &sscope, dims).map_err(|err| errors.push(err)).ok())
+                                .filter_map(|e| {
+                                    affine(e, &sscope).map_err(|err| errors.push(err)).ok().map(|a| (e.clone(), a))
+                                })
                                 .collect();
                             if index.len() != t.index.len() || size.len() != t.size.len() {
                                 continue;
@@ -447,6 +456,7 @@ fn lower_group(
                             spans
                                 .tiles
                                 .insert((g, tiles.len()), (t.tokens.clone(), t.index.iter().map(tokens).collect()));
+                            spans.extents.insert((g, tiles.len()), t.size.iter().map(tokens).collect());
                             // a `&mut` tile may be written: the op's signature says, at launch
                             // exactly (the emitted spec reads it) and at compile time through
                             // the race checks' constants
@@ -455,7 +465,7 @@ fn lower_group(
                             tiles.push(TileAccess {
                                 tensor: tensor as u16,
                                 index: Cow::Owned(index.iter().map(|(_, a)| a.clone()).collect()),
-                                size: Cow::Owned(size.clone()),
+                                size: Cow::Owned(size.iter().map(|(_, a)| a.clone()).collect()),
                                 access,
                                 stmt: stmts.len() as u16,
                             });

@@ -123,13 +123,24 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                             LoweredArg::Tile { tensor, index, size, .. } => {
                                 let ts = &spec.tensors[*tensor];
                                 let idx: Vec<String> = index.iter().map(|(_, x)| c_affine(x, &vars, dims)).collect();
-                                let sz: Vec<String> = size.iter().map(i64::to_string).collect();
-                                // tile extents are constants: they reach the op as `et::Ext<..>`
+                                // constant extents reach the op as `et::Ext<..>`; a symbolic one
+                                // is `-1` there and its value (from the dims) in `shape`
+                                let stat: Vec<String> = size
+                                    .iter()
+                                    .map(|(_, x)| x.as_constant().map_or("-1".to_string(), |c| c.to_string()))
+                                    .collect();
+                                let sz: Vec<String> = size
+                                    .iter()
+                                    .map(|(_, x)| match x.as_constant() {
+                                        Some(c) => c.to_string(),
+                                        None => format!("(int){}", c_affine(x, &vars, dims)),
+                                    })
+                                    .collect();
                                 format!(
                                     "et::make_tile<{}, {}, et::Ext<{}>>(args.t[{tensor}], {{{}}}, {{{}}})",
                                     ts.dtype.cuda_name(),
                                     size.len(),
-                                    sz.join(", "),
+                                    stat.join(", "),
                                     idx.join(", "),
                                     sz.join(", ")
                                 )

@@ -21,6 +21,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
     let (ops, op_checks, smem) = op_calls(a, &p);
+    let sites = op_sites(a);
     let threads = args.threads;
 
     let params: Vec<TokenStream> = m
@@ -42,7 +43,7 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
             quote!(#p::BackendTensor::raw(&*#n))
         }
     });
-    let kernel = kernel_items(&p, graph, cuda_body, &ops, &smem, threads, &task_names);
+    let kernel = kernel_items(&p, graph, cuda_body, (&ops, &smem, &sites), threads, &task_names);
     let launch_body = quote! {
         let args = [#(#raws),*];
         // SAFETY: each view comes from a live tensor of backend `B` borrowed for this
@@ -77,8 +78,7 @@ pub(crate) fn kernel_items(
     p: &TokenStream,
     graph: TokenStream,
     cuda_body: TokenStream,
-    ops: &[TokenStream],
-    smem: &[TokenStream],
+    (ops, smem, sites): (&[TokenStream], &[TokenStream], &[TokenStream]),
     threads: u32,
     task_names: &[proc_macro2::Ident],
 ) -> TokenStream {
@@ -86,7 +86,7 @@ pub(crate) fn kernel_items(
         /// The megakernel's description: task graph and CUDA source.
         pub static KERNEL: #p::Kernel = #p::Kernel {
             graph: #graph,
-            cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads, smem: &[#(#smem),*] },
+            cuda: #p::CudaSource { body: #p::Cow::Borrowed(#cuda_body), ops: &[#(#ops),*], block_threads: #threads, smem: &[#(#smem),*], sites: &[#(#sites),*] },
             module_path: ::core::module_path!(),
             file: ::core::file!(),
         };
@@ -126,9 +126,13 @@ pub(crate) fn dtype_tokens(d: DType, p: &TokenStream) -> TokenStream {
 }
 
 /// For each op call, in order: its `TileOp` (the `k`-th is `et_op_<k>` in the CUDA), a
-/// compile-time check, spanned at the call, of its name and its contract on the extents,
-/// and the arena bytes it needs (a constant expression).
+/// compile-time check, spanned at the call, of its name and (where every extent is a
+/// constant) its contract on the extents, and the arena bytes it needs (a constant
+/// expression). A call with a symbolic extent has its contract checked at launch
+/// (`Kernel::check_op_calls`), and its arena sized at the dims' declared maxima.
 fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream>, Vec<TokenStream>) {
+    let dims = &a.spec.dims;
+    let dim_names: Vec<&str> = a.dim_names.iter().map(String::as_str).collect();
     let calls = a.groups.iter().flat_map(|g| &g.stmts).filter_map(|s| match s {
         LoweredStmt::Op { func, args, span } => Some((func, args, *span)),
         _ => None,
@@ -136,20 +140,43 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
     calls
         .map(|(func, args, span)| {
             let called_as = func.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
-            let extents: Vec<Vec<usize>> = args
-                .iter()
-                .map(|arg| match arg {
-                    LoweredArg::Tile { size, .. } => size.iter().map(|&s| s as usize).collect(),
+            let sizes = || {
+                args.iter().map(|arg| match arg {
+                    LoweredArg::Tile { size, .. } => size.iter().map(|(_, x)| x).collect(),
                     LoweredArg::Scalar { .. } => Vec::new(),
                 })
-                .collect();
-            let text = extents.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
-            let ext: Vec<TokenStream> = extents.iter().map(|e| quote!(&[#(#e),*])).collect();
-            let smem = quote_spanned!(span=> #func::smem(&[#(#ext),*]));
-            let check = quote_spanned!(span=> const _: () = if let ::core::option::Option::Some(m) =
-                #p::call_error(&#func::OP, #called_as, #text, #func::contract(&[#(#ext),*])) {
+            };
+            let fixed: Option<Vec<Vec<usize>>> =
+                sizes().map(|e| e.iter().map(|x| x.as_constant().map(|c| c as usize)).collect()).collect();
+            let check = match &fixed {
+                Some(extents) => {
+                    let text = extents.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
+                    let ext = extents.iter().map(|e| quote!(&[#(#e),*]));
+                    quote_spanned!(span=> #p::call_error(&#func::OP, #called_as, #text, #func::contract(&[#(#ext),*])))
+                }
+                None => quote_spanned!(span=> #p::call_error(&#func::OP, #called_as, "", ::core::result::Result::Ok(()))),
+            };
+            let check = quote_spanned!(span=> const _: () = if let ::core::option::Option::Some(m) = #check {
                 ::core::panic!("{}", m.as_str())
             };);
+            let maxima: Result<Vec<Vec<usize>>, String> = sizes()
+                .map(|e| {
+                    e.iter().map(|x| extent_max(x, dims).map(|m| m as usize).ok_or_else(|| x.display(&[], &dim_names).to_string())).collect()
+                })
+                .collect();
+            let smem = match maxima {
+                Ok(extents) => {
+                    let ext = extents.iter().map(|e| quote!(&[#(#e),*]));
+                    quote_spanned!(span=> #func::smem(&[#(#ext),*]))
+                }
+                Err(extent) => {
+                    let msg = format!(
+                        "tile op `{called_as}` sizes its shared-memory arena by its tiles' extents, but the extent \
+                         `{extent}` has no upper bound: declare its dims' maxima with `dims(B <= N)`"
+                    );
+                    quote_spanned!(span=> if #func::OP.uses_smem { ::core::panic!(#msg) } else { 0usize })
+                }
+            };
             (quote_spanned!(span=> #func::OP), check, smem)
         })
         .fold((Vec::new(), Vec::new(), Vec::new()), |(mut o, mut c, mut s), (op, check, smem)| {
@@ -158,6 +185,36 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
             s.push(smem);
             (o, c, s)
         })
+}
+
+/// The largest value of an extent (affine in dims) over the admissible dims: symbolic
+/// dims range over `1 ..= max`; `None` where a dim that raises it has no maximum.
+fn extent_max(x: &Affine, dims: &[et_graph::DimSpec]) -> Option<i64> {
+    let x = x.substitute_static(dims);
+    x.terms.iter().try_fold(x.constant, |acc, &(t, c)| {
+        let Term::Dim(d) = t else { return None };
+        let value = match dims[d as usize].kind {
+            DimKind::Static(v) => v,
+            DimKind::Symbolic { max } if c > 0 => max?,
+            DimKind::Symbolic { .. } => 1,
+        };
+        acc.checked_add(c.checked_mul(value)?)
+    })
+}
+
+/// The tile group and body statement of each op call, in call order (what a launch-time
+/// contract check finds the call's tiles by).
+fn op_sites(a: &Analyzed) -> Vec<TokenStream> {
+    let mut out = Vec::new();
+    for (g, lg) in a.groups.iter().enumerate() {
+        for (i, stmt) in lg.stmts.iter().enumerate() {
+            if matches!(stmt, LoweredStmt::Op { .. }) {
+                let (g, i) = (g as u16, i as u16);
+                out.push(quote!((#g, #i)));
+            }
+        }
+    }
+    out
 }
 
 fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {
@@ -199,9 +256,13 @@ fn arg_tokens(arg: &LoweredArg) -> TokenStream {
     match arg {
         LoweredArg::Tile { ident: t, index, size, span, .. } => {
             let index = index.iter().map(|(e, _)| quote!((#e) as i64));
-            let size = size.iter().map(|s| {
-                let s = *s as usize;
-                quote!(#s)
+            // a symbolic extent is the user's expression of the dims the task binds
+            let size = size.iter().map(|(e, x)| match x.as_constant() {
+                Some(c) => {
+                    let c = c as usize;
+                    quote!(#c)
+                }
+                None => quote!(((#e) as usize)),
             });
             quote_spanned!(*span=> #t.tile([#(#index),*], [#(#size),*]))
         }
@@ -257,7 +318,7 @@ fn graph_tokens(a: &Analyzed, p: &TokenStream) -> TokenStream {
         let tiles = g.tiles.iter().zip(&lg.tile_args).map(|(t, (func, k, span))| {
             let tensor = t.tensor;
             let index = t.index.iter().map(|x| affine_tokens(x, p));
-            let size = t.size.iter();
+            let size = t.size.iter().map(|x| affine_tokens(x, p));
             let stmt = t.stmt;
             let access = quote_spanned!(*span=> if #func::OP.args[#k].is_write() { #p::Access::Write } else { #p::Access::Read });
             quote!(#p::TileAccess { tensor: #tensor, index: #p::Cow::Borrowed(&[#(#index),*]), size: #p::Cow::Borrowed(&[#(#size),*]), access: #access, stmt: #stmt })

@@ -86,17 +86,6 @@ pub fn affine(e: &Expr, scope: &Scope<'_>) -> syn::Result<Affine> {
     }
 }
 
-/// Lowers `e` and requires a constant (after substituting static dims).
-pub fn constant(e: &Expr, scope: &Scope<'_>, statics: &[et_graph::DimSpec]) -> syn::Result<i64> {
-    let a = affine(e, scope)?.substitute_static(statics);
-    a.as_constant().ok_or_else(|| {
-        syn::Error::new(
-            e.span(),
-            format!("{} must be a constant: a literal or a static dim (`dims(S = 4)`)", scope.what),
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

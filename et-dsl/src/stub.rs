@@ -47,7 +47,7 @@ fn kernel(name: &str, threads: u32, p: &TokenStream) -> TokenStream {
             schedule: #p::ScheduleKind::Static,
         }
     };
-    crate::host::kernel_items(p, graph, quote!(""), &[], &[], threads, &[])
+    crate::host::kernel_items(p, graph, quote!(""), (&[], &[], &[]), threads, &[])
 }
 
 /// `launch` and `launch_with` over the parameters whose type parsed to a known dtype.

@@ -23,3 +23,5 @@ pub mod ranges;
 pub mod split_row_sum;
 #[path = "../tests/ui/pass/static_dims_counts.rs"]
 pub mod static_dims_counts;
+#[path = "../tests/ui/pass/symbolic_extents.rs"]
+pub mod symbolic_extents;

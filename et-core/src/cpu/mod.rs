@@ -112,6 +112,7 @@ impl Backend for Cpu {
             )));
         }
         let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;
+        kernel.check_op_calls(&resolved.dims)?;
         // more threads than tasks would only wait
         let workers = options.workers.unwrap_or(if options.chaos.is_some() { 4 } else { self.workers });
         let workers = workers.min(resolved.n_tasks.max(1) as usize).min(MAX_WORKERS);

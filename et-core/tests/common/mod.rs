@@ -30,7 +30,7 @@ pub fn kernel(
     TestKernel {
         kernel: Kernel {
             graph: graph(name, dims, tensors, events, groups),
-            cuda: CudaSource { body: Cow::Borrowed(""), ops: &[], block_threads: 128, smem: &[] },
+            cuda: CudaSource { body: Cow::Borrowed(""), ops: &[], block_threads: 128, smem: &[], sites: &[] },
             module_path: module_path!(),
             file: file!(),
         },
