@@ -5,7 +5,7 @@ use std::fmt::Write;
 use et_graph::{Access, Affine, Count, DimKind, EventAccess, GraphSpec, Index, ScheduleKind};
 
 /// Dims, tensors, events with their trigger counts, and groups with their domains,
-/// waits and signals, one item a line.
+/// waits, signals and op tiles (index and extents), one item a line.
 pub fn summary(spec: &GraphSpec) -> String {
     let dims: Vec<&str> = spec.dims.iter().map(|d| d.name.as_ref()).collect();
     let shape = |s: &[Affine], vars: &[&str]| -> String {
@@ -47,6 +47,11 @@ pub fn summary(spec: &GraphSpec) -> String {
             for a in list.iter() {
                 let _ = writeln!(out, "    {what} {}", access(spec, a, &vars, &dims));
             }
+        }
+        // extents print by name where they are symbolic
+        for t in g.tiles.iter() {
+            let name = &spec.tensors[t.tensor as usize].name;
+            let _ = writeln!(out, "    tile {name}[{}] sized [{}]", shape(&t.index, &vars), shape(&t.size, &vars));
         }
     }
     out
