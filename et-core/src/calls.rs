@@ -33,7 +33,9 @@ impl Kernel {
                 let tile = tiles.next().ok_or_else(|| fail("has fewer tiles than the op's tile parameters".into()))?;
                 let mut e = Vec::with_capacity(tile.size.len());
                 for x in tile.size.iter() {
-                    if x.has_vars() || x.terms.iter().any(|&(t, _)| matches!(t, et_graph::Term::Dim(d) if d as usize >= dims.len())) {
+                    if x.has_vars()
+                        || x.terms.iter().any(|&(t, _)| matches!(t, et_graph::Term::Dim(d) if d as usize >= dims.len()))
+                    {
                         return Err(fail("has a tile extent that is not an expression of the dims".into()));
                     }
                     let v = x.eval(&[], dims);
@@ -64,6 +66,59 @@ impl Kernel {
     }
 
     fn call_error(&self, call: usize, op: &str, group: &str, why: String) -> Error {
-        Error::Shape(format!("megakernel `{}`: tile op `{op}` (call {call}) in tile group `{group}` {why}", self.name()))
+        Error::Shape(format!(
+            "megakernel `{}`: tile op `{op}` (call {call}) in tile group `{group}` {why}",
+            self.name()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use et_graph::build::*;
+    use et_graph::{Access, DType};
+
+    use crate::kernel::{CudaSource, DEFAULT_THREADS, Kernel};
+    use crate::ops::{add, gemv_prefetch};
+
+    /// `g[i] in [1]` calls one op on tiles of `x: [B, 256]` sized `[B, 256]` (`by_batch`)
+    /// or `[4, 256]`, `args` of them.
+    fn kernel(op: crate::TileOp, args: usize, by_batch: bool, smem: &'static [usize]) -> Kernel {
+        let rows = if by_batch { dim(0) } else { lit(4) };
+        let tiles = (0..args).map(|_| tile_of(0, vec![lit(0), lit(0)], vec![rows.clone(), lit(256)], Access::Read));
+        let graph = graph(
+            "k",
+            vec![symbolic("B")],
+            vec![tensor("x", DType::BF16, vec![dim(0), lit(256)], Access::Read)],
+            vec![],
+            vec![with_tiles(group("g", &["i"], vec![lit(1)], vec![], vec![]), tiles.collect())],
+        );
+        let ops: &'static [crate::TileOp] = Box::leak(Box::new([op]));
+        let cuda = CudaSource { body: Cow::Borrowed(""), ops, block_threads: DEFAULT_THREADS, smem, sites: &[(0, 0)] };
+        Kernel { graph, cuda, module_path: "m", file: "f.rs" }
+    }
+
+    #[test]
+    fn symbolic_calls_are_checked_with_the_launch_dims() {
+        assert!(kernel(add::OP, 3, true, &[0]).check_op_calls(&[5]).is_ok());
+        // two tiles for add's three tile parameters: named, not a panic
+        let err = kernel(add::OP, 2, true, &[0]).check_op_calls(&[5]).unwrap_err().to_string();
+        assert!(err.contains("fewer tiles than the op's tile parameters"), "{err}");
+        // constant extents were checked at compile time: not again here
+        assert!(kernel(add::OP, 2, false, &[0]).check_op_calls(&[5]).is_ok());
+    }
+
+    #[test]
+    fn an_arena_larger_than_compiled_is_an_error_naming_the_call() {
+        let need = |b: usize| (gemv_prefetch::OP.smem)(&[&[b, 256]]);
+        let k = kernel(gemv_prefetch::OP, 1, true, Box::leak(Box::new([need(8)])));
+        assert!(k.check_op_calls(&[8]).is_ok());
+        let err = k.check_op_calls(&[16]).unwrap_err().to_string();
+        assert!(err.contains("megakernel `k`: tile op `et_core::ops::prefetch::gemv_prefetch` (call 0)"), "{err}");
+        assert!(err.contains("in tile group `g`") && err.contains(&format!("compiled with {}", need(8))), "{err}");
+        let err = k.check_op_calls(&[0]).unwrap_err().to_string();
+        assert!(err.contains("tile extent of 0"), "{err}");
     }
 }

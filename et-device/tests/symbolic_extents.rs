@@ -17,7 +17,9 @@ fn the_symbolic_extent_kernels_compile_with_run_time_extents() {
     // the symbolic extent is -1 in the type and the dim's value in the extent array
     let src = symbolic_extents::KERNEL.cuda_source();
     assert!(src.contains("et::Ext<-1, 64>>(args.t[2], {(0LL), (0LL + 1LL * v_j)}, {(int)(0LL + 1LL * d_B), 64})"));
-    assert!(src.contains("et::Ext<1, -1, 32>>(args.t[6], {(0LL + 1LL * v_l), (0LL), (0LL)}, {1, (int)(0LL + 2LL * d_B), 32})"));
+    assert!(src.contains(
+        "et::Ext<1, -1, 32>>(args.t[6], {(0LL + 1LL * v_l), (0LL), (0LL)}, {1, (int)(0LL + 2LL * d_B), 32})"
+    ));
     assert!(src.contains("et::Ext<-1>>(args.t[1], {(0LL)}, {(int)(0LL + 1LL * d_T)})"));
 }
 
@@ -25,7 +27,8 @@ fn the_symbolic_extent_kernels_compile_with_run_time_extents() {
 #[ignore = "needs a CUDA GPU"]
 fn one_compilation_serves_every_symbolic_extent() {
     let cache = std::env::temp_dir().join(format!("et-symbolic-extents-{}", std::process::id()));
-    let gpu = Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}")).with_cache_dir(Some(cache.clone()));
+    let gpu =
+        Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}")).with_cache_dir(Some(cache.clone()));
     let sizes = [(1, 1, 1, 1), (5, 3, 2, 4), (1024, 16, 3, 2), (77, 8, 300, 7)];
     let compiled: Vec<bool> = sizes.iter().map(|&(t, b, n, l)| check(&gpu, t, b, n, l).compiled).collect();
     assert_eq!(compiled, [true, false, false, false], "one kernel for every size ({})", gpu.describe());

@@ -70,8 +70,17 @@ pub enum LoweredStmt {
 /// An argument of a tile-op call, lowered.
 pub enum LoweredArg {
     /// `size` holds each extent as written and lowered (affine in dims, often a constant).
-    Tile { tensor: usize, ident: Ident, index: Vec<(Expr, Affine)>, size: Vec<(Expr, Affine)>, span: Span },
-    Scalar { expr: Expr, value: Scalar },
+    Tile {
+        tensor: usize,
+        ident: Ident,
+        index: Vec<(Expr, Affine)>,
+        size: Vec<(Expr, Affine)>,
+        span: Span,
+    },
+    Scalar {
+        expr: Expr,
+        value: Scalar,
+    },
 }
 
 /// The CUDA translation of a scalar argument.

@@ -154,25 +154,24 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
                     let ext = extents.iter().map(|e| quote!(&[#(#e),*]));
                     quote_spanned!(span=> #p::call_error(&#func::OP, #called_as, #text, #func::contract(&[#(#ext),*])))
                 }
-                None => quote_spanned!(span=> #p::call_error(&#func::OP, #called_as, "", ::core::result::Result::Ok(()))),
+                None => {
+                    quote_spanned!(span=> #p::call_error(&#func::OP, #called_as, "", ::core::result::Result::Ok(())))
+                }
             };
             let check = quote_spanned!(span=> const _: () = if let ::core::option::Option::Some(m) = #check {
                 ::core::panic!("{}", m.as_str())
             };);
-            let maxima: Result<Vec<Vec<usize>>, String> = sizes()
-                .map(|e| {
-                    e.iter().map(|x| extent_max(x, dims).map(|m| m as usize).ok_or_else(|| x.display(&[], &dim_names).to_string())).collect()
-                })
-                .collect();
+            let maxima: Result<Vec<Vec<usize>>, (String, String)> =
+                sizes().map(|e| e.iter().map(|x| extent_max(x, dims, &dim_names)).collect()).collect();
             let smem = match maxima {
                 Ok(extents) => {
                     let ext = extents.iter().map(|e| quote!(&[#(#e),*]));
                     quote_spanned!(span=> #func::smem(&[#(#ext),*]))
                 }
-                Err(extent) => {
+                Err((extent, open)) => {
                     let msg = format!(
                         "tile op `{called_as}` sizes its shared-memory arena by its tiles' extents, but the extent \
-                         `{extent}` has no upper bound: declare its dims' maxima with `dims(B <= N)`"
+                         `{extent}` has no upper bound: declare one with `dims({open})`"
                     );
                     quote_spanned!(span=> if #func::OP.uses_smem { ::core::panic!(#msg) } else { 0usize })
                 }
@@ -187,19 +186,32 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
         })
 }
 
-/// The largest value of an extent (affine in dims) over the admissible dims: symbolic
-/// dims range over `1 ..= max`; `None` where a dim that raises it has no maximum.
-fn extent_max(x: &Affine, dims: &[et_graph::DimSpec]) -> Option<i64> {
+/// The largest value of an extent (affine in dims) over the admissible dims, where
+/// symbolic dims range over `1 ..= max`; or, where a dim that raises it has no maximum,
+/// the extent as written and those dims as `R <= ..`.
+fn extent_max(x: &Affine, dims: &[et_graph::DimSpec], names: &[&str]) -> Result<usize, (String, String)> {
     let x = x.substitute_static(dims);
-    x.terms.iter().try_fold(x.constant, |acc, &(t, c)| {
-        let Term::Dim(d) = t else { return None };
-        let value = match dims[d as usize].kind {
-            DimKind::Static(v) => v,
-            DimKind::Symbolic { max } if c > 0 => max?,
-            DimKind::Symbolic { .. } => 1,
+    let unbounded = |&(t, c): &(Term, i64)| match t {
+        Term::Dim(d) if c > 0 && dims[d as usize].kind == (DimKind::Symbolic { max: None }) => {
+            Some(format!("{} <= ..", names[d as usize]))
+        }
+        _ => None,
+    };
+    let open: Vec<String> = x.terms.iter().filter_map(unbounded).collect();
+    if !open.is_empty() {
+        return Err((x.display(&[], names).to_string(), open.join(", ")));
+    }
+    let max = x.terms.iter().fold(x.constant, |acc, &(t, c)| {
+        let value = match (t, c > 0) {
+            (Term::Dim(d), true) => match dims[d as usize].kind {
+                DimKind::Static(v) => v,
+                DimKind::Symbolic { max } => max.unwrap_or(1),
+            },
+            _ => 1,
         };
-        acc.checked_add(c.checked_mul(value)?)
-    })
+        acc.saturating_add(c.saturating_mul(value))
+    });
+    Ok(max.max(0) as usize)
 }
 
 /// The tile group and body statement of each op call, in call order (what a launch-time

@@ -26,7 +26,8 @@ fn symbolic_extents_print_by_name_and_reach_cuda_at_run_time() {
     let summary = et_dsl::summary(&batch.spec);
     assert!(summary.contains("    tile x[0, j] sized [B, 64]\n"), "{summary}");
     assert!(summary.contains("    tile y[0, j] sized [B, 64]\n"), "{summary}");
-    let tile = "et::make_tile<float, 2, et::Ext<-1, 64>>(args.t[1], {(0LL), (0LL + 1LL * v_j)}, {(int)(0LL + 1LL * d_B), 64})";
+    let tile =
+        "et::make_tile<float, 2, et::Ext<-1, 64>>(args.t[1], {(0LL), (0LL + 1LL * v_j)}, {(int)(0LL + 1LL * d_B), 64})";
     assert!(batch.cuda.contains(tile), "{}", batch.cuda);
 }
 

@@ -4,8 +4,8 @@
 //! symbolic extent sits behind a layer index, its own index fixed at 0). A second
 //! megakernel pairs extents `B` and `C` in one `add`, whose contract holds only where they
 //! are equal: a launch checks it and returns an error where they differ.
-use et_core::ops::{add, row_sum};
 use et_core::LaunchReport;
+use et_core::ops::{add, row_sum};
 use et_core::prelude::*;
 
 #[megakernel(dims(B <= 16, T <= 1024))]
@@ -49,8 +49,12 @@ pub fn check<Bk: Backend>(backend: &Bk, t: usize, b: usize, n: usize, l: usize) 
     let x = Tensor::<f32>::random(&[b, 64 * n], seed + 1);
     let y = Tensor::<f32>::random(&[b, 64 * n], seed + 2);
     let h = Tensor::<f32>::random(&[l, 2 * b, 32], seed + 3);
-    let (dtable, dx, dy, dh) =
-        (backend.upload(&table).unwrap(), backend.upload(&x).unwrap(), backend.upload(&y).unwrap(), backend.upload(&h).unwrap());
+    let (dtable, dx, dy, dh) = (
+        backend.upload(&table).unwrap(),
+        backend.upload(&x).unwrap(),
+        backend.upload(&y).unwrap(),
+        backend.upload(&h).unwrap(),
+    );
     let mut sums = backend.upload(&Tensor::<f32>::poisoned(&[t])).unwrap();
     let mut z = backend.upload(&Tensor::<f32>::poisoned(&[b, 64 * n])).unwrap();
     let mut doubled = backend.upload(&Tensor::<f32>::poisoned(&[l, 2 * b, 32])).unwrap();
