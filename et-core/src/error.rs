@@ -53,6 +53,22 @@ pub enum Error {
         /// The limit.
         limit: std::time::Duration,
     },
+    /// A task read an index value outside the event dimension it indexes (a value
+    /// written during the launch, or an input changed after the launch checked it).
+    Index {
+        /// The megakernel.
+        kernel: String,
+        /// The task, e.g. `down[3, 0, 1]`.
+        task: String,
+        /// The index tensor.
+        tensor: String,
+        /// The position read.
+        at: Vec<i64>,
+        /// The value read.
+        value: i64,
+        /// The extent it must be below.
+        bound: i64,
+    },
     /// A task panicked (a tile op's assertion on the CPU backend).
     TaskPanic {
         /// The task.
@@ -90,6 +106,14 @@ impl fmt::Display for Error {
             }
             Error::Watchdog { kernel, wait, limit } => {
                 write!(f, "watchdog stopped megakernel `{kernel}` after {limit:?}: {wait}")
+            }
+            Error::Index { kernel, task, tensor, at, value, bound } => {
+                let at: Vec<String> = at.iter().map(i64::to_string).collect();
+                write!(
+                    f,
+                    "megakernel `{kernel}` stopped: task {task} read {value} from index tensor `{tensor}` at [{}], outside 0..{bound}",
+                    at.join(", ")
+                )
             }
             Error::TaskPanic { task, message } => write!(f, "task {task} panicked: {message}"),
             Error::Unavailable(m) => write!(f, "backend unavailable: {m}"),

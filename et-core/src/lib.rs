@@ -61,8 +61,8 @@ pub mod __private {
     pub use crate::{bf16, f16};
     pub use core::primitive::{f32, i32, u32};
     pub use et_graph::{
-        Access, Affine, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec, Index,
-        ScheduleKind, TensorSpec, Term, TileAccess,
+        Access, Affine, Cmp, Condition, Count, DType, DimKind, DimSpec, EventAccess, EventSpec, GraphSpec, GroupSpec,
+        Index, ScheduleKind, TensorSpec, Term, TileAccess,
     };
     pub use inventory;
     pub use std::borrow::Cow;

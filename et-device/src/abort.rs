@@ -68,17 +68,27 @@ impl Abort {
             }),
             Abort::Index { task, tensor, position, value, bound } => {
                 let name = r.spec.tensors.get(tensor).map_or("?".to_string(), |t| t.name.to_string());
-                let at = args.get(tensor).map_or(vec![position as i64], |a| unravel(position, &a.shape));
-                let at: Vec<String> = at.iter().map(i64::to_string).collect();
-                return Ok(Error::Device(format!(
-                    "megakernel `{kernel}` stopped on the device: task {} read {value} from index tensor `{name}` at [{}], outside 0..{bound} (the tensor changed after the launch checked it)",
-                    r.describe_task(task),
-                    at.join(", ")
-                )));
+                let at = args.get(tensor).map_or(vec![position as i64], |a| unravel_strided(position, a));
+                return Ok(Error::Index { kernel, task: r.describe_task(task), tensor: name, at, value, bound });
             }
         };
         Ok(Error::Watchdog { kernel, wait, limit })
     }
+}
+
+/// Coordinates of element offset `p` of a tensor with these strides (the device computes
+/// offsets through the strides); row-major by its shape when the strides do not decide.
+fn unravel_strided(p: u64, a: &RawTensor) -> Vec<i64> {
+    let mut order: Vec<usize> = (0..a.shape.len()).collect();
+    order.sort_by_key(|&d| std::cmp::Reverse(a.strides[d]));
+    let mut rest = p as i64;
+    let mut at = vec![0; a.shape.len()];
+    for d in order {
+        let s = a.strides[d].max(1);
+        at[d] = rest / s;
+        rest %= s;
+    }
+    if at.iter().zip(&a.shape).all(|(&x, &n)| x < n.max(1)) { at } else { unravel(p, &a.shape) }
 }
 
 /// Row-major coordinates of flat position `p` in `shape`.

@@ -107,7 +107,9 @@ impl GraphState {
         let mut consumers: Vec<u32> = Vec::new();
         for el in 0..r.n_elements as usize {
             for &t in r.consumers.row(el).iter().filter(|&&t| !early.early[t as usize]) {
-                consumers.extend([entry(t), plan.pending[t as usize], early.batch_of[t as usize], 0]);
+                // the fourth word marks the consumer's guard: its condition is judged there
+                let guard = u32::from(r.guard_element(t) == Some(el as u32));
+                consumers.extend([entry(t), plan.pending[t as usize], early.batch_of[t as usize], guard]);
             }
             consumer_offsets.push((consumers.len() / 4) as u32);
         }

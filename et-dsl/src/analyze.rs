@@ -55,6 +55,8 @@ pub struct LoweredGroup {
     pub stmts: Vec<LoweredStmt>,
     /// For each of the group's tiles: the op called, the argument position, the call.
     pub tile_args: Vec<(Path, usize, Span)>,
+    /// For each of the group's data reads (`GroupSpec::data_reads` order): its span.
+    pub read_spans: Vec<Span>,
 }
 
 /// One statement of a tile body, lowered.
@@ -109,6 +111,7 @@ struct Spans {
     events: Vec<TokenStream>,
     counts: Vec<Option<TokenStream>>,
     groups: Vec<TokenStream>,
+    conditions: HashMap<usize, TokenStream>,
     accesses: HashMap<(usize, bool, usize), (TokenStream, Vec<TokenStream>)>,
     tiles: HashMap<(usize, usize), (TokenStream, Vec<TokenStream>)>,
     extents: HashMap<(usize, usize), Vec<TokenStream>>,
@@ -121,6 +124,7 @@ impl Spans {
             Location::Event(e) => &self.events[e as usize],
             Location::EventCount(e) => self.counts[e as usize].as_ref().unwrap_or(&self.events[e as usize]),
             Location::Group(g) => &self.groups[g as usize],
+            Location::Condition(g) => self.conditions.get(&(g as usize)).unwrap_or(&self.groups[g as usize]),
             Location::Access { group, kind, access, coord } => {
                 let (whole, coords) = &self.accesses[&(group as usize, kind == AccessKind::Wait, access as usize)];
                 coord.and_then(|c| coords.get(c as usize)).unwrap_or(whole)
@@ -196,14 +200,22 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
 fn race_checks(spec: &GraphSpec, groups: &[LoweredGroup]) -> Vec<RaceCheck> {
     let mut out: Vec<((u16, u16, u16, u16), RaceCheck)> = Vec::new();
     for race in et_graph::check::races_at_sample_sizes(spec) {
+        // a data read (past the group's tiles) only reads
         let side = |s: &et_graph::race::Side| {
-            let (func, arg, _) = &groups[s.group as usize].tile_args[s.tile as usize];
+            let (func, arg, _) = groups[s.group as usize].tile_args.get(s.tile as usize)?;
             let tensor = spec.groups[s.group as usize].tiles[s.tile as usize].tensor;
             (spec.tensors[tensor as usize].access == Access::Write).then(|| (func.clone(), *arg))
         };
+        let span_of = |s: &et_graph::race::Side| {
+            let g = &groups[s.group as usize];
+            match g.tile_args.get(s.tile as usize) {
+                Some(t) => t.2,
+                None => g.read_spans[s.tile as usize - g.tile_args.len()],
+            }
+        };
         let (first, second) = (side(&race.first), side(&race.second));
         let key = (race.first.group, race.first.stmt, race.second.group, race.second.stmt);
-        let span = groups[key.2 as usize].tile_args[race.second.tile as usize].2;
+        let span = span_of(&race.second);
         let case = RaceCase { first, second, race };
         match out.iter_mut().find(|(k, _)| *k == key) {
             Some((_, check)) => check.cases.push(case),
@@ -490,6 +502,10 @@ fn lower_group(
             }
         }
     }
+    let condition = group.condition.as_ref().and_then(|c| {
+        spans.conditions.insert(g, c.tokens.clone());
+        lower_condition(c, &vars, dt, params, errors)
+    });
     let cost = match &group.cost {
         Some(l) => l.base10_parse::<u32>().unwrap_or_else(|e| {
             errors.push(e);
@@ -505,8 +521,24 @@ fn lower_group(
         signals: Cow::Owned(signals),
         tiles: Cow::Owned(tiles),
         cost,
+        condition,
     };
-    (spec, LoweredGroup { name: group.name.clone(), vars: group.vars.clone(), stmts, tile_args })
+    // spans of the data reads, in `GroupSpec::data_reads` order
+    let mut read_spans = Vec::new();
+    if let Some(c) = &group.condition {
+        read_spans.push(syn::spanned::Spanned::span(&c.tokens));
+    }
+    for stmt in &group.stmts {
+        if let TileStmt::Signal(a) = stmt {
+            for ix in &a.indices {
+                if let IndexExpr::Data { tokens, .. } = ix {
+                    read_spans.push(syn::spanned::Spanned::span(tokens));
+                }
+            }
+        }
+    }
+    let low = LoweredGroup { name: group.name.clone(), vars: group.vars.clone(), stmts, tile_args, read_spans };
+    (spec, low)
 }
 
 fn scalar(e: &Expr, vars: &[String], dt: &DimTable) -> syn::Result<Scalar> {
@@ -563,11 +595,11 @@ fn lower_access(
                 }
             }
             IndexExpr::Data { tensor, at, .. } => match params.iter().position(|p| tensor == p) {
-                Some(t) => at
-                    .iter()
-                    .map(|e| affine(e, &scope))
-                    .collect::<syn::Result<Vec<_>>>()
-                    .map(|at| Index::Data { tensor: t as u16, at: Cow::Owned(at) }),
+                Some(t) => data_position(at, &scope).map(|(at, along)| Index::Data {
+                    tensor: t as u16,
+                    at: Cow::Owned(at),
+                    along,
+                }),
                 None => {
                     let cands: Vec<&str> = params.iter().map(String::as_str).collect();
                     Err(unknown(tensor.span(), "index tensor", &tensor.to_string(), &cands))
@@ -583,4 +615,57 @@ fn lower_access(
         }
     }
     ok.then_some(EventAccess { event: event as u16, index: Cow::Owned(index), stmt: 0 })
+}
+
+/// The position of a data index, `tokens[e, m * 16 .. m * 16 + 16]`: affine coordinates,
+/// at most one of them a half-open range (a run of positions).
+fn data_position(at: &[Expr], scope: &Scope<'_>) -> syn::Result<(Vec<Affine>, Option<(u16, Affine)>)> {
+    let mut out = Vec::with_capacity(at.len());
+    let mut along = None;
+    for (c, e) in at.iter().enumerate() {
+        let Expr::Range(r) = e else {
+            out.push(affine(e, scope)?);
+            continue;
+        };
+        let (Some(start), Some(end), syn::RangeLimits::HalfOpen(_)) = (&r.start, &r.end, &r.limits) else {
+            return Err(syn::Error::new(r.span(), "a run of data positions is a half-open range `a .. b`"));
+        };
+        if along.is_some() {
+            return Err(syn::Error::new(r.span(), "a data index may run along one coordinate only"));
+        }
+        let (start, end) = (affine(start, scope)?, affine(end, scope)?);
+        along = Some((c as u16, end.sub(&start)));
+        out.push(start);
+    }
+    Ok((out, along))
+}
+
+/// Lowers `if a <op> t[..]` (either side the data) to `a <op> t[..]`.
+fn lower_condition(
+    c: &ConditionExpr,
+    vars: &[String],
+    dt: &DimTable,
+    params: &[String],
+    errors: &mut Errors,
+) -> Option<et_graph::Condition> {
+    let scope = dt.scope(vars, "a condition");
+    let (expr, cmp, tensor, at) = match (&c.lhs, &c.rhs) {
+        (Operand::Expr(e), Operand::Data { tensor, at }) => (e, c.cmp, tensor, at),
+        (Operand::Data { tensor, at }, Operand::Expr(e)) => (e, c.cmp.flipped(), tensor, at),
+        _ => {
+            errors.push(syn::Error::new_spanned(
+                &c.tokens,
+                "a condition compares an integer expression of tile indices and dims with one element of an integer tensor, e.g. `m * 16 < counts[e]`",
+            ));
+            return None;
+        }
+    };
+    let Some(t) = params.iter().position(|p| tensor == p) else {
+        let cands: Vec<&str> = params.iter().map(String::as_str).collect();
+        errors.push(unknown(tensor.span(), "tensor", &tensor.to_string(), &cands));
+        return None;
+    };
+    let lhs = affine(expr, &scope).map_err(|e| errors.push(e)).ok()?;
+    let at = at.iter().map(|e| affine(e, &scope)).collect::<syn::Result<Vec<_>>>().map_err(|e| errors.push(e)).ok()?;
+    Some(et_graph::Condition { lhs, cmp, tensor: t as u16, at: Cow::Owned(at) })
 }

@@ -95,6 +95,13 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                     pending.clear();
                     t.line(*span);
                     t.push(&wait_code(spec, &group.waits[*access], &vars, dims));
+                    if *access == 0
+                        && let Some(c) = &group.condition
+                    {
+                        // the guard holds: an inactive task ends here (every thread reads
+                        // the same value after the wait's barrier)
+                        t.push(&format!("    if (!({})) return;\n", condition_code(spec, c, &vars, dims)));
+                    }
                 }
                 LoweredStmt::Signal { access, span } => {
                     pending.clear();
@@ -155,10 +162,11 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
         }
         t.push("}\n");
     }
+    t.push(&task_active(spec, dims));
     t.push(&format!(
         "\nextern \"C\" __global__ void __launch_bounds__({threads}, 1)\n\
          et_main(const __grid_constant__ et::Runtime rt, const __grid_constant__ EtArgs args) {{\n    \
-         et::persistent_loop(rt, {ng}, ET_TASK_SHIFT, args.group_first, args.group_domain,\n        \
+         et::persistent_loop(rt, &args, {ng}, ET_TASK_SHIFT, args.group_first, args.group_domain,\n        \
          [&](et::Ctx& ctx, int g, const long long (&v)[ET_MAX_RANK]) {{\n        switch (g) {{\n"
     ));
     for g in 0..spec.groups.len() {
@@ -232,7 +240,7 @@ fn wait_code(spec: &et_graph::GraphSpec, acc: &et_graph::EventAccess, vars: &[St
                 ranges.push((d, "0LL".into(), extent));
                 coords.push(format!("c{d}"));
             }
-            Index::Data { tensor, at } => {
+            Index::Data { tensor, at, .. } => {
                 let at: Vec<String> = at.iter().map(|x| c_affine(x, vars, dims)).collect();
                 let unsigned = spec.tensors[*tensor as usize].dtype == et_graph::DType::U32;
                 coords.push(format!(
@@ -301,14 +309,35 @@ fn access_loops(
                 coords.push(format!("c{d}"));
                 depth += 1;
             }
-            Index::Data { tensor, at } => {
-                let at: Vec<String> = at.iter().map(|x| c_affine(x, vars, dims)).collect();
+            Index::Data { tensor, at, along } => {
+                let mut at: Vec<String> = at.iter().map(|x| c_affine(x, vars, dims)).collect();
                 let unsigned = spec.tensors[*tensor as usize].dtype == et_graph::DType::U32;
-                coords.push(format!(
-                    "et::load_index<{}>(ctx, args.t[{tensor}], {{{}}}, {unsigned}, {extent}, {tensor})",
-                    at.len(),
-                    at.join(", ")
-                ));
+                if let Some((c, len)) = along {
+                    // a run of positions: one element per value read
+                    s.push_str(&format!(
+                        "{pad}for (long long r{d} = 0; r{d} < {}; ++r{d})\n",
+                        c_affine(len, vars, dims)
+                    ));
+                    at[*c as usize] = format!("({} + r{d})", at[*c as usize]);
+                    depth += 1;
+                }
+                let pad = "    ".repeat(depth + 1);
+                if spec.is_routing(*tensor) || along.is_some() {
+                    // routing data, or a run of positions: a negative value is padding
+                    s.push_str(&format!(
+                        "{pad}for (long long c{d} = et::load_route<{}>(ctx, args.t[{tensor}], {{{}}}, {unsigned}, {extent}, {tensor}); c{d} >= 0; c{d} = -1)\n",
+                        at.len(),
+                        at.join(", ")
+                    ));
+                    coords.push(format!("c{d}"));
+                    depth += 1;
+                } else {
+                    coords.push(format!(
+                        "et::load_index<{}>(ctx, args.t[{tensor}], {{{}}}, {unsigned}, {extent}, {tensor})",
+                        at.len(),
+                        at.join(", ")
+                    ));
+                }
             }
         }
     }
@@ -321,5 +350,43 @@ fn access_loops(
         "{pad}{{ const long long el = args.event_offset[{}] + {flat}; {action} }}\n    }}\n",
         acc.event
     ));
+    s
+}
+
+/// The C++ expression of a group's condition, with its tile indices and dims in scope.
+fn condition_code(spec: &et_graph::GraphSpec, c: &et_graph::Condition, vars: &[String], dims: &[String]) -> String {
+    let at: Vec<String> = c.at.iter().map(|x| c_affine(x, vars, dims)).collect();
+    let unsigned = spec.tensors[c.tensor as usize].dtype == et_graph::DType::U32;
+    format!(
+        "{} {} et::read_int<{}>(args.t[{}], {{{}}}, {unsigned})",
+        c_affine(&c.lhs, vars, dims),
+        c.cmp.symbol(),
+        at.len(),
+        c.tensor,
+        at.join(", ")
+    )
+}
+
+/// `et::task_active`, which the dynamic schedule calls when a task's guard completes:
+/// whether the task's group condition holds (true for groups without one).
+fn task_active(spec: &et_graph::GraphSpec, dims: &[String]) -> String {
+    let mut s = String::from(
+        "\nnamespace et {\n__device__ bool task_active(const void* raw_args, const Ctx& ctx, unsigned int entry) {\n    \
+         const EtArgs& args = *static_cast<const EtArgs*>(raw_args);\n    long long v[ET_MAX_RANK];\n    \
+         switch (ctx.decode(entry, v)) {\n",
+    );
+    for (g, group) in spec.groups.iter().enumerate() {
+        let Some(c) = &group.condition else { continue };
+        let vars: Vec<String> = group.vars.iter().map(|v| v.to_string()).collect();
+        s.push_str(&format!("    case {g}: {{\n"));
+        for (k, v) in vars.iter().enumerate() {
+            s.push_str(&format!("        const long long v_{v} = v[{k}]; (void)v_{v};\n"));
+        }
+        for (k, d) in dims.iter().enumerate() {
+            s.push_str(&format!("        const long long d_{d} = args.dims[{k}]; (void)d_{d};\n"));
+        }
+        s.push_str(&format!("        return {};\n    }}\n", condition_code(spec, c, &vars, dims)));
+    }
+    s.push_str("    default: (void)args; return true;\n    }\n}\n} // namespace et\n");
     s
 }

@@ -246,7 +246,12 @@ fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> 
             quote!(let #n = #cx.input::<#ty>(#t);)
         }
     });
+    // a group with a condition evaluates it right after its guard, the first `wait!`
+    let conditional = a.spec.groups.iter().zip(&a.groups).any(|(g, l)| std::ptr::eq(l, lg) && g.condition.is_some());
     let stmts = lg.stmts.iter().map(|s| match s {
+        LoweredStmt::Wait { access: 0, span } if conditional => {
+            quote_spanned!(*span=> #cx.wait(0); if !#cx.condition() { return; })
+        }
         LoweredStmt::Wait { access, span } => quote_spanned!(*span=> #cx.wait(#access);),
         LoweredStmt::Signal { access, span } => quote_spanned!(*span=> #cx.signal(#access);),
         LoweredStmt::Op { func, args, span } => {
@@ -336,6 +341,16 @@ fn graph_tokens(a: &Analyzed, p: &TokenStream) -> TokenStream {
             quote!(#p::TileAccess { tensor: #tensor, index: #p::Cow::Borrowed(&[#(#index),*]), size: #p::Cow::Borrowed(&[#(#size),*]), access: #access, stmt: #stmt })
         });
         let cost = g.cost;
+        let condition = match &g.condition {
+            Some(c) => {
+                let lhs = affine_tokens(&c.lhs, p);
+                let cmp = format_ident!("{}", format!("{:?}", c.cmp));
+                let tensor = c.tensor;
+                let at = c.at.iter().map(|x| affine_tokens(x, p));
+                quote!(::core::option::Option::Some(#p::Condition { lhs: #lhs, cmp: #p::Cmp::#cmp, tensor: #tensor, at: #p::Cow::Borrowed(&[#(#at),*]) }))
+            }
+            None => quote!(::core::option::Option::None),
+        };
         quote!(#p::GroupSpec {
             name: #p::Cow::Borrowed(#n),
             vars: #p::Cow::Borrowed(&[#(#p::Cow::Borrowed(#vars)),*]),
@@ -344,6 +359,7 @@ fn graph_tokens(a: &Analyzed, p: &TokenStream) -> TokenStream {
             signals: #p::Cow::Borrowed(&[#(#signals),*]),
             tiles: #p::Cow::Borrowed(&[#(#tiles),*]),
             cost: #cost,
+            condition: #condition,
         })
     });
     let schedule = match s.schedule {
@@ -408,9 +424,16 @@ fn access_tokens(a: &EventAccess, p: &TokenStream) -> TokenStream {
             quote!(#p::Index::Range { start: #s, end: #e })
         }
         Index::All => quote!(#p::Index::All),
-        Index::Data { tensor, at } => {
+        Index::Data { tensor, at, along } => {
             let at = at.iter().map(|x| affine_tokens(x, p));
-            quote!(#p::Index::Data { tensor: #tensor, at: #p::Cow::Borrowed(&[#(#at),*]) })
+            let along = match along {
+                Some((c, len)) => {
+                    let len = affine_tokens(len, p);
+                    quote!(::core::option::Option::Some((#c, #len)))
+                }
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(#p::Index::Data { tensor: #tensor, at: #p::Cow::Borrowed(&[#(#at),*]), along: #along })
         }
     });
     let stmt = a.stmt;

@@ -49,13 +49,31 @@ impl CountDecl {
     }
 }
 
-/// `tile!(name[i, j] in [D0, D1], cost = N { .. })`.
+/// `tile!(name[i, j] in [D0, D1], cost = N if cond { .. })`.
 pub struct TileGroup {
     pub name: Ident,
     pub vars: Vec<Ident>,
     pub domain: Vec<Expr>,
     pub cost: Option<syn::LitInt>,
+    pub condition: Option<ConditionExpr>,
     pub stmts: Vec<TileStmt>,
+}
+
+/// `if m * 16 < counts[e]`: two operands around a comparison.
+pub struct ConditionExpr {
+    pub lhs: Operand,
+    pub cmp: et_graph::Cmp,
+    pub rhs: Operand,
+    /// The whole condition, for errors.
+    pub tokens: TokenStream,
+}
+
+/// One side of a condition.
+pub enum Operand {
+    /// An integer expression of tile indices and dims.
+    Expr(Expr),
+    /// `tensor[at..]`.
+    Data { tensor: Ident, at: Vec<Expr> },
 }
 
 /// One statement of a tile body.

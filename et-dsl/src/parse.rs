@@ -2,6 +2,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
+use syn::parse::discouraged::Speculative;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -205,6 +206,16 @@ impl Parse for TileGroup {
             input.parse::<Token![=]>()?;
             cost = Some(input.parse()?);
         }
+        let condition = if input.peek(Token![if]) {
+            input.parse::<Token![if]>()?;
+            let mut tts = Vec::new();
+            while !input.is_empty() && !input.peek(syn::token::Brace) {
+                tts.push(input.parse::<proc_macro2::TokenTree>()?);
+            }
+            Some(condition(tts)?)
+        } else {
+            None
+        };
         let body;
         syn::braced!(body in input);
         let mut stmts = Vec::new();
@@ -225,8 +236,65 @@ impl Parse for TileGroup {
                 ),
             ));
         }
-        Ok(TileGroup { name, vars, domain, cost, stmts })
+        Ok(TileGroup { name, vars, domain, cost, condition, stmts })
     }
+}
+
+const CONDITION_FORM: &str = "expected a condition such as `if m * 16 < counts[e]`: an integer expression compared with one element of an integer tensor";
+
+/// Splits `a <op> b` at its top-level comparison and parses both sides.
+fn condition(tts: Vec<proc_macro2::TokenTree>) -> syn::Result<ConditionExpr> {
+    use proc_macro2::{Spacing, TokenTree};
+    let tokens: TokenStream = tts.iter().cloned().collect();
+    let punct = |k: usize| match tts.get(k) {
+        Some(TokenTree::Punct(p)) => Some((p.as_char(), p.spacing())),
+        _ => None,
+    };
+    let mut split = None;
+    for k in 0..tts.len() {
+        let (Some((c, spacing)), next) = (punct(k), punct(k + 1)) else { continue };
+        let eq_next = spacing == Spacing::Joint && next.map(|n| n.0) == Some('=');
+        let found = match c {
+            '<' if eq_next => Some((et_graph::Cmp::Le, 2)),
+            '>' if eq_next => Some((et_graph::Cmp::Ge, 2)),
+            '=' if eq_next => Some((et_graph::Cmp::Eq, 2)),
+            '!' if eq_next => Some((et_graph::Cmp::Ne, 2)),
+            '<' if spacing == Spacing::Alone => Some((et_graph::Cmp::Lt, 1)),
+            '>' if spacing == Spacing::Alone => Some((et_graph::Cmp::Gt, 1)),
+            _ => None,
+        };
+        if let Some(f) = found {
+            split = Some((k, f));
+            break;
+        }
+    }
+    let Some((k, (cmp, width))) = split else {
+        return Err(syn::Error::new_spanned(&tokens, CONDITION_FORM));
+    };
+    let side = |part: &[TokenTree]| -> syn::Result<Operand> {
+        let ts: TokenStream = part.iter().cloned().collect();
+        if ts.is_empty() {
+            return Err(syn::Error::new_spanned(&tokens, CONDITION_FORM));
+        }
+        syn::parse::Parser::parse2(
+            |input: ParseStream| {
+                if input.peek(Ident) && input.peek2(syn::token::Bracket) {
+                    let fork = input.fork();
+                    let tensor: Ident = fork.parse()?;
+                    let content;
+                    bracketed!(content in fork);
+                    let at: Punctuated<Expr, Token![,]> = Punctuated::parse_terminated(&content)?;
+                    if fork.is_empty() {
+                        input.advance_to(&fork);
+                        return Ok(Operand::Data { tensor, at: at.into_iter().collect() });
+                    }
+                }
+                Ok(Operand::Expr(input.parse()?))
+            },
+            ts,
+        )
+    };
+    Ok(ConditionExpr { lhs: side(&tts[..k])?, cmp, rhs: side(&tts[k + width..])?, tokens })
 }
 
 const STMT_FORM: &str =

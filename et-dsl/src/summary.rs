@@ -42,7 +42,24 @@ pub fn summary(spec: &GraphSpec) -> String {
     out.push_str("groups:\n");
     for g in spec.groups.iter() {
         let vars: Vec<&str> = g.vars.iter().map(|v| v.as_ref()).collect();
-        let _ = writeln!(out, "  {}[{}] in [{}], cost {}", g.name, vars.join(", "), shape(&g.domain, &vars), g.cost);
+        let condition = g.condition.as_ref().map_or(String::new(), |c| {
+            let at: Vec<String> = c.at.iter().map(|x| x.display(&vars, &dims).to_string()).collect();
+            format!(
+                ", if {} {} {}[{}]",
+                c.lhs.display(&vars, &dims),
+                c.cmp.symbol(),
+                spec.tensors[c.tensor as usize].name,
+                at.join(", ")
+            )
+        });
+        let _ = writeln!(
+            out,
+            "  {}[{}] in [{}], cost {}{condition}",
+            g.name,
+            vars.join(", "),
+            shape(&g.domain, &vars),
+            g.cost
+        );
         for (what, list) in [("wait", &g.waits), ("signal", &g.signals)] {
             for a in list.iter() {
                 let _ = writeln!(out, "    {what} {}", access(spec, a, &vars, &dims));
@@ -65,8 +82,17 @@ fn access(spec: &GraphSpec, a: &EventAccess, vars: &[&str], dims: &[&str]) -> St
             Index::At(x) => x.display(vars, dims).to_string(),
             Index::Range { start, end } => format!("{} .. {}", start.display(vars, dims), end.display(vars, dims)),
             Index::All => "..".to_string(),
-            Index::Data { tensor, at } => {
-                let at: Vec<String> = at.iter().map(|x| x.display(vars, dims).to_string()).collect();
+            Index::Data { tensor, at, along } => {
+                let at: Vec<String> = at
+                    .iter()
+                    .enumerate()
+                    .map(|(c, x)| match along {
+                        Some((d, len)) if *d as usize == c => {
+                            format!("{} .. {}", x.display(vars, dims), x.add(len).display(vars, dims))
+                        }
+                        _ => x.display(vars, dims).to_string(),
+                    })
+                    .collect();
                 format!("{}[{}]", spec.tensors[*tensor as usize].name, at.join(", "))
             }
         })

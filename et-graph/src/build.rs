@@ -97,6 +97,7 @@ pub fn group(
         signals: Cow::Owned(signals),
         tiles: Cow::Borrowed(&[]),
         cost: 1,
+        condition: None,
     }
 }
 

@@ -45,6 +45,8 @@ pub enum Location {
         /// The coordinate, when the problem is in one.
         coord: Option<u16>,
     },
+    /// The `if ..` condition of a tile group.
+    Condition(u16),
     /// A `t.tile(..)` argument of an op call, or one coordinate of it.
     Tile {
         /// The group.
@@ -109,6 +111,7 @@ pub fn check(spec: &GraphSpec) -> Vec<Diagnostic> {
         return out;
     }
     check_index_tensors(spec, &mut out);
+    check_conditions(spec, &mut out);
     check_bounds(spec, &mut out);
     check_dims_determined(spec, &mut out);
     check_group_cycles(spec, &mut out);
@@ -167,8 +170,14 @@ pub fn check_ranks(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             ));
         }
         for (c, ix) in acc.index.iter().enumerate() {
-            if let Index::Data { tensor, at } = ix {
+            if let Index::Data { tensor, at, along } = ix {
                 let t = &spec.tensors[*tensor as usize];
+                if along.as_ref().is_some_and(|(c, _)| *c as usize >= at.len()) {
+                    out.push(diag(
+                        access_at(g, kind, k, Some(c)),
+                        "the run's coordinate is outside the position".into(),
+                    ));
+                }
                 if at.len() != t.shape.len() {
                     out.push(diag(
                         access_at(g, kind, k, Some(c)),
@@ -184,6 +193,15 @@ pub fn check_ranks(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         }
     }
     for (g, group) in spec.groups.iter().enumerate() {
+        if let Some(c) = &group.condition {
+            let t = &spec.tensors[c.tensor as usize];
+            if c.at.len() != t.shape.len() {
+                out.push(diag(
+                    Location::Condition(g as u16),
+                    format!("tensor `{}` has {} dimensions, but is indexed with {}", t.name, t.shape.len(), c.at.len()),
+                ));
+            }
+        }
         for (k, tile) in group.tiles.iter().enumerate() {
             let t = &spec.tensors[tile.tensor as usize];
             let loc = Location::Tile { group: g as u16, tile: k as u16, coord: None };
@@ -210,15 +228,17 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Rule: data-dependent indices only on `dyn` events, read from integer input tensors;
-/// a dynamic count tensor is an integer input with the event's shape.
+/// Rule: data-dependent indices only on events with a declared count (`count = N` or
+/// `dyn`), read from integer tensors; routing data (an integer tensor the launch writes)
+/// and runs of positions only in `signal!`s; a dynamic count tensor is an integer input
+/// with the event's shape.
 pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     let names = Names::new(spec);
     let integer_input = |t: u16| {
         let ts = &spec.tensors[t as usize];
         (ts.dtype.is_integer() && ts.access == Access::Read).then_some(()).ok_or_else(|| {
             format!(
-                "`{}` is `{}Tensor<{}, ..>`, but an index or count tensor must be `&Tensor<i32 | u32, ..>`",
+                "`{}` is `{}Tensor<{}, ..>`, but a count tensor must be `&Tensor<i32 | u32, ..>`",
                 ts.name,
                 if ts.access == Access::Write { "&mut " } else { "&" },
                 ts.dtype
@@ -228,22 +248,33 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     for (g, kind, k, acc) in each_access(spec) {
         let ev = &spec.events[acc.event as usize];
         for (c, ix) in acc.index.iter().enumerate() {
-            let Index::Data { tensor, .. } = ix else {
+            let Index::Data { tensor, along, .. } = ix else {
                 continue;
             };
-            if !matches!(ev.count, Count::PerElement { .. }) {
-                out.push(Diagnostic {
-                    severity: Severity::Error,
-                    location: access_at(g, kind, k, Some(c)),
-                    message: format!("data-dependent index on event `{}`, whose trigger count is not `dyn`", ev.name),
-                    help: Some(
-                        "declare it as `event!([..], count = dyn(counts))` so that its counts are set at run time"
-                            .to_string(),
-                    ),
-                });
+            let loc = access_at(g, kind, k, Some(c));
+            if matches!(ev.count, Count::Inferred) {
+                out.push(error(
+                    loc,
+                    format!("data-dependent index on event `{}`, whose trigger count is inferred", ev.name),
+                    "declare its count: `event!([..], count = N)` when every waited element receives N signals, or `count = dyn(counts)` to read them at launch".into(),
+                ));
             }
-            if let Err(m) = integer_input(*tensor) {
-                out.push(diag(access_at(g, kind, k, Some(c)), m));
+            let ts = &spec.tensors[*tensor as usize];
+            if !ts.dtype.is_integer() {
+                out.push(diag(
+                    loc,
+                    format!("`{}` is a tensor of `{}`, but an index tensor holds `i32` or `u32`", ts.name, ts.dtype),
+                ));
+            }
+            if kind == AccessKind::Wait && spec.is_routing(*tensor) {
+                out.push(error(
+                    loc,
+                    format!("a `wait!` cannot be indexed by `{}`, which this launch writes", ts.name),
+                    "route through the signal instead: the producer signals `e[route[..]]` and the consumer waits on its own element".into(),
+                ));
+            }
+            if kind == AccessKind::Wait && along.is_some() {
+                out.push(diag(loc, "a run of data positions (`t[i, a .. b]`) is allowed in `signal!` only".into()));
             }
         }
     }
@@ -275,6 +306,50 @@ pub fn check_index_tensors(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     show(&ev.shape)
                 ),
             ));
+        }
+    }
+}
+
+/// Rule: a group's condition reads an integer tensor, and the group's first statement is
+/// the `wait!` of one element that guards it (the condition is evaluated when that
+/// element completes; the race rule checks that the wait orders the read after the
+/// tensor's writer).
+pub fn check_conditions(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
+    for (g, group) in spec.groups.iter().enumerate() {
+        let Some(c) = &group.condition else {
+            continue;
+        };
+        let loc = Location::Condition(g as u16);
+        let ts = &spec.tensors[c.tensor as usize];
+        if !ts.dtype.is_integer() {
+            out.push(diag(
+                loc,
+                format!("a condition reads an `i32` or `u32` tensor, but `{}` holds `{}`", ts.name, ts.dtype),
+            ));
+        }
+        let first_stmt = group
+            .waits
+            .iter()
+            .map(|w| w.stmt)
+            .chain(group.signals.iter().map(|s| s.stmt))
+            .chain(group.tiles.iter().map(|t| t.stmt))
+            .min();
+        let guard = group.waits.iter().find(|w| Some(w.stmt) == first_stmt);
+        match guard {
+            Some(w) if w.index.iter().all(|ix| matches!(ix, Index::At(_))) => {}
+            Some(_) => out.push(error(
+                access_at(g, AccessKind::Wait, 0, None),
+                format!("the guard of `{}`'s condition must wait on one element", group.name),
+                "the condition is evaluated when this element completes: wait on a single element such as `grouped[e]`, and on the rest after it".into(),
+            )),
+            None => out.push(error(
+                loc,
+                format!("tile group `{}` has a condition, but its body does not begin with a `wait!`", group.name),
+                format!(
+                    "begin the body with the `wait!` of the element signalled after `{}` is written, e.g. `wait!(ready[..]);`",
+                    ts.name
+                ),
+            )),
         }
     }
 }
@@ -358,17 +433,37 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     }
                 }
                 Index::All => {}
-                Index::Data { tensor, at } => {
+                Index::Data { tensor, at, along } => {
                     let t = &spec.tensors[*tensor as usize];
                     for (d, a) in at.iter().enumerate() {
                         let what = format!("index {d} of tensor `{}`", t.name);
-                        check_range(g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &t.shape[d]);
+                        let end = match along {
+                            Some((cd, len)) if *cd as usize == d => a.add(len),
+                            _ => a.add(&one),
+                        };
+                        check_range(g, loc, &what, &names.show(a, &vars), a, &end, &t.shape[d]);
                     }
                 }
             }
         }
     }
     for (g, group) in spec.groups.iter().enumerate() {
+        if let Some(c) = &group.condition {
+            let t = &spec.tensors[c.tensor as usize];
+            let vars = group_vars(spec, g);
+            for (d, a) in c.at.iter().enumerate().take(t.shape.len()) {
+                let what = format!("index {d} of tensor `{}` in the condition", t.name);
+                check_range(
+                    g,
+                    Location::Condition(g as u16),
+                    &what,
+                    &names.show(a, &vars),
+                    a,
+                    &a.add(&Affine::constant(1)),
+                    &t.shape[d],
+                );
+            }
+        }
         for (k, tile) in group.tiles.iter().enumerate() {
             let t = &spec.tensors[tile.tensor as usize];
             for (d, (ix, size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {

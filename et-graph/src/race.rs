@@ -23,16 +23,19 @@
 use std::fmt;
 
 use crate::resolve::{Resolved, TaskId};
-use crate::spec::{Access, EventAccess, Index};
+use crate::spec::{Access, EventAccess};
 
-/// One side of a race: a tile argument of an op call in one task.
+/// One side of a race: a tile argument of an op call in one task, or a read of index
+/// data outside ops (a signal's data index, a condition: see
+/// [`GroupSpec::data_reads`](crate::spec::GroupSpec::data_reads)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Side {
     /// The task, described (`partial[0, 3]`).
     pub task: String,
     /// The task's group.
     pub group: u16,
-    /// Index of the tile among the group's tiles.
+    /// Index of the tile among the group's tiles; `tiles.len() + k` for the group's
+    /// `k`-th data read.
     pub tile: u16,
     /// Position of the op call in the body.
     pub stmt: u16,
@@ -198,12 +201,31 @@ fn collect_boxes(r: &Resolved<'_>) -> Vec<Boxes> {
     let spec = r.spec;
     let mut out: Vec<Boxes> = (0..spec.tensors.len()).map(|_| Boxes::default()).collect();
     for (g, group) in spec.groups.iter().enumerate() {
-        if group.tiles.is_empty() {
+        if group.tiles.is_empty() && group.condition.is_none() && !group.signals.iter().any(|s| s.is_data_dependent()) {
             continue;
         }
         let layout = &r.groups[g];
+        let reads = group.data_reads();
         for task in layout.first..layout.first + layout.len {
             let (_, vars) = r.vars_of(task);
+            for (k, d) in reads.iter().enumerate() {
+                let rank = r.shapes[d.tensor as usize].len();
+                if d.at.len() != rank {
+                    continue;
+                }
+                let b = &mut out[d.tensor as usize];
+                let at = b.coords.len();
+                for (c, ix) in d.at.iter().enumerate() {
+                    let start = ix.eval(&vars, &r.dims);
+                    let len = match &d.along {
+                        Some((along, len)) if *along as usize == c => len.eval(&vars, &r.dims),
+                        _ => 1,
+                    };
+                    b.coords.extend([start, start + len]);
+                }
+                let tile = (group.tiles.len() + k) as u16;
+                b.tiles.push(Tile { task, group: g as u16, tile, stmt: d.stmt, write: false, at });
+            }
             for (k, t) in group.tiles.iter().enumerate() {
                 let rank = r.shapes[t.tensor as usize].len();
                 if t.index.len() != rank || t.size.len() != rank {
@@ -348,13 +370,17 @@ impl HappensBefore {
             .groups
             .iter()
             .map(|g| {
-                let mut body: Vec<(u16, Stmt)> = Vec::new();
-                body.extend(g.waits.iter().enumerate().map(|(k, a)| (a.stmt, Stmt::Wait(k))));
-                body.extend(g.signals.iter().enumerate().map(|(k, a)| (a.stmt, Stmt::Signal(k))));
+                // a data read happens before the statement it shares a position with (a
+                // signal reads its index, then signals; a condition is read before the
+                // statement after the guard)
+                let mut body: Vec<((u16, u8), Stmt)> = Vec::new();
+                body.extend(g.waits.iter().enumerate().map(|(k, a)| ((a.stmt, 1), Stmt::Wait(k))));
+                body.extend(g.signals.iter().enumerate().map(|(k, a)| ((a.stmt, 1), Stmt::Signal(k))));
                 let mut ops: Vec<u16> = g.tiles.iter().map(|t| t.stmt).collect();
+                ops.extend(g.data_reads().iter().map(|d| d.stmt));
                 ops.sort_unstable();
                 ops.dedup();
-                body.extend(ops.into_iter().map(|s| (s, Stmt::Op(s))));
+                body.extend(ops.into_iter().map(|s| ((s, 0), Stmt::Op(s))));
                 body.sort_by_key(|&(s, _)| s);
                 body.into_iter().map(|(_, s)| s).collect()
             })
@@ -586,15 +612,10 @@ impl HappensBefore {
 /// data-dependent coordinate stands for its whole dimension. An access outside the
 /// event (a rule of its own) touches nothing.
 fn elements(r: &Resolved<'_>, acc: &EventAccess, vars: &[i64], out: &mut Vec<u32>) {
-    let unknown = |ix: &Index| matches!(ix, Index::Data { tensor, .. } if r.index_data[*tensor as usize].is_none());
-    if acc.index.iter().any(unknown) {
-        let whole = EventAccess {
-            index: acc.index.iter().map(|ix| if unknown(ix) { Index::All } else { ix.clone() }).collect(),
-            ..acc.clone()
-        };
-        let _ = r.access_elements(&whole, vars, out);
-    } else {
+    if r.is_known(acc) {
         let _ = r.access_elements(acc, vars, out);
+    } else {
+        let _ = r.access_elements(&r.unknown_as_whole(acc), vars, out);
     }
 }
 
@@ -759,7 +780,11 @@ mod tests {
     fn transitive_paths_count_and_data_indices_stand_for_their_dimension() {
         // a[0] writes x; b[0] waits e[0] from a, signals f[0]; c[0] waits f[0], reads x
         let spec = |data: bool| {
-            let ix = if data { Index::Data { tensor: 1, at: vec![lit(0)].into() } } else { point(lit(0)) };
+            let ix = if data {
+                crate::spec::Index::Data { tensor: 1, at: vec![lit(0)].into(), along: None }
+            } else {
+                point(lit(0))
+            };
             graph(
                 "path",
                 vec![],

@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn a_data_dependent_coordinate_proves_nothing() {
-        let route = Index::Data { tensor: 1, at: vec![var(0), var(1)].into() };
+        let route = Index::Data { tensor: 1, at: vec![var(0), var(1)].into(), along: None };
         let s = layer_loop(vec![dim(L).add(&lit(1)), dim(B)], l_plus(0), route);
         rejected(&s, "`attn` -> `mlp` -> `attn`");
         assert_eq!(step(&s, 1, 0, 0, 0), Step::Unbounded);

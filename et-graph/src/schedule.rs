@@ -145,6 +145,9 @@ pub struct EarlyBatches {
 impl EarlyBatches {
     /// Finds the early tasks of `r` (tasks with pending waits in `plan` and exactly one
     /// producer task) and cuts their forest into batches `levels` deep (at least 1).
+    /// Tasks of a group with a condition are never early, nor batch roots: they are
+    /// queued only when their guard shows them active, so nothing may wait for them to
+    /// be taken.
     pub fn new(r: &Resolved<'_>, plan: &DynamicPlan, levels: u32) -> EarlyBatches {
         let n = r.n_tasks as usize;
         let levels = levels.max(1);
@@ -153,12 +156,13 @@ impl EarlyBatches {
         // the order lists producers first, so a producer's depth is known before its consumers'
         for &t in &r.order {
             let t = t as usize;
-            if plan.pending[t] == 0 {
+            let conditional = |t: usize| r.spec.groups[r.group_of(t as TaskId)].condition.is_some();
+            if plan.pending[t] == 0 || conditional(t) {
                 continue;
             }
             let mut deps = r.dependencies(t as TaskId);
             let Some(p) = deps.next() else { continue };
-            if deps.all(|d| d == p) {
+            if deps.all(|d| d == p) && !conditional(p as usize) {
                 producer[t] = p;
                 depth[t] = depth[p as usize] + 1;
             }

@@ -164,12 +164,16 @@ pub enum Index {
     },
     /// Every coordinate of the dimension (`..`).
     All,
-    /// A coordinate read at run time from an integer tensor (`topk[t, k]`).
+    /// A coordinate read at run time from an integer tensor (`topk[t, k]`), or one
+    /// coordinate per value of a run of positions (`tokens[e, m * 16 .. m * 16 + 16]`).
     Data {
         /// Index of the tensor parameter read.
         tensor: u16,
-        /// Position read, affine in the task's tile indices and dims.
+        /// Position read (the run's first), affine in the task's tile indices and dims.
         at: List<Affine>,
+        /// A run of positions: coordinate `along.0` of `at` advances over `along.1`
+        /// values, and the access touches one element per value read.
+        along: Option<(u16, Affine)>,
     },
 }
 
@@ -217,6 +221,77 @@ pub struct TileAccess {
     pub stmt: u16,
 }
 
+/// How a [`Condition`] compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl Cmp {
+    /// Whether `a <op> b` holds.
+    pub fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+        }
+    }
+
+    /// The operator as written.
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+        }
+    }
+
+    /// The comparison with its two sides swapped (`a < b` is `b > a`).
+    pub const fn flipped(self) -> Cmp {
+        match self {
+            Cmp::Lt => Cmp::Gt,
+            Cmp::Le => Cmp::Ge,
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Ge => Cmp::Le,
+            Cmp::Eq => Cmp::Eq,
+            Cmp::Ne => Cmp::Ne,
+        }
+    }
+}
+
+/// When a task of a group exists: `lhs <cmp> tensor[at]`, read on the device (or the CPU
+/// worker) after the group's first `wait!`, its guard. A task whose condition is false is
+/// inactive: it runs nothing after the guard and signals nothing. Under the dynamic
+/// schedule it is never queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// Affine in the tile indices and dims.
+    pub lhs: Affine,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The integer tensor read.
+    pub tensor: u16,
+    /// The position read, affine in the tile indices and dims.
+    pub at: List<Affine>,
+}
+
 /// A tile group: `tile!(name[i, j] in [D0, D1] { .. })`, one task per domain point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupSpec {
@@ -234,6 +309,66 @@ pub struct GroupSpec {
     pub tiles: List<TileAccess>,
     /// Relative cost of one task, used by cost-aware static placement.
     pub cost: u32,
+    /// `tile!(.. if m * 16 < counts[e] { .. })`: when a task exists.
+    pub condition: Option<Condition>,
+}
+
+/// A read of integer tensor data by a task outside its ops: a data-dependent index of a
+/// `signal!`, or a group's condition. Reads of tensors that the launch writes (routing
+/// data) must happen after the write, which the race rule checks like a tile read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataRead {
+    /// The tensor read.
+    pub tensor: u16,
+    /// The position read (the first of a run).
+    pub at: Vec<Affine>,
+    /// A run of positions along one coordinate (see [`Index::Data`]).
+    pub along: Option<(u16, Affine)>,
+    /// The statement position the read happens at.
+    pub stmt: u16,
+    /// Where it is: the condition, or coordinate `coord` of signal `signal`.
+    pub site: ReadSite,
+}
+
+/// Where a [`DataRead`] is written in the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadSite {
+    /// The group's condition.
+    Condition,
+    /// Coordinate `coord` of signal number `signal`.
+    Signal {
+        /// Index among the group's signals.
+        signal: u16,
+        /// The coordinate.
+        coord: u16,
+    },
+}
+
+impl GroupSpec {
+    /// Every read of tensor data outside ops, in a fixed order (the condition first,
+    /// then the signals' data indices in body order).
+    pub fn data_reads(&self) -> Vec<DataRead> {
+        let mut out = Vec::new();
+        if let Some(c) = &self.condition {
+            // the guard is the first statement; the condition is read right after it
+            let stmt = self.waits.iter().map(|w| w.stmt).min().map_or(0, |s| s + 1);
+            out.push(DataRead { tensor: c.tensor, at: c.at.to_vec(), along: None, stmt, site: ReadSite::Condition });
+        }
+        for (k, s) in self.signals.iter().enumerate() {
+            for (c, ix) in s.index.iter().enumerate() {
+                if let Index::Data { tensor, at, along } = ix {
+                    out.push(DataRead {
+                        tensor: *tensor,
+                        at: at.to_vec(),
+                        along: along.clone(),
+                        stmt: s.stmt,
+                        site: ReadSite::Signal { signal: k as u16, coord: c as u16 },
+                    });
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Static or dynamic scheduling.
@@ -261,6 +396,16 @@ pub struct GraphSpec {
     pub groups: List<GroupSpec>,
     /// Default schedule.
     pub schedule: ScheduleKind,
+}
+
+impl GraphSpec {
+    /// Whether tensor `t` is routing data: an integer tensor that the launch writes and
+    /// that is read as indices or a condition. Its contents exist only on the device
+    /// (or the CPU workers) during the launch, so the host never reads it, and event
+    /// maps through it are resolved where they are used.
+    pub fn is_routing(&self, t: u16) -> bool {
+        self.tensors[t as usize].access == Access::Write
+    }
 }
 
 /// How a tile op uses one of its parameters: the op's signature says it

@@ -155,7 +155,7 @@ fn routed() -> GraphSpec {
                 &["k"],
                 vec![dim(0)],
                 vec![],
-                vec![at(0, vec![et_graph::Index::Data { tensor: 0, at: vec![var(0)].into() }])],
+                vec![at(0, vec![et_graph::Index::Data { tensor: 0, at: vec![var(0)].into(), along: None }])],
             ),
             group("t", &["j"], vec![dim(1)], vec![at(0, vec![point(var(0))])], vec![]),
         ],

@@ -1,6 +1,6 @@
 //! What a CPU task body sees: its tile indices, its tensors, and wait/signal.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -9,6 +9,8 @@ use et_graph::schedule::SplitMix64;
 
 use super::exec::{Aborted, Execution};
 use crate::dtype::Element;
+use crate::error::Error;
+use crate::raw::RawTensor;
 use crate::tile::{InTensor, OutTensor};
 
 /// The CPU implementation of one tile group: runs one task (waits, ops, signals).
@@ -97,18 +99,54 @@ impl<'a> TaskContext<'a> {
     }
 
     /// Signals every element of signal number `access` of this task's group (release).
+    /// Data-dependent coordinates through routing data are read from the live tensor
+    /// here; a value outside the event stops the launch with [`Error::Index`].
     pub fn signal(&self, access: usize) {
         self.chaos_delay();
         let exec = self.exec;
         let spec = &exec.resolved.spec.groups[self.group].signals[access];
         let mut elements = Vec::new();
-        exec.resolved.access_elements(spec, &self.vars, &mut elements).expect("access resolved at launch");
+        let last = Cell::new((0u16, 0i64, 0i64));
+        let read = |t: u16, pos: i64| {
+            let v = match &exec.resolved.index_data[t as usize] {
+                Some(snapshot) => snapshot[pos as usize],
+                None => read_integer(&exec.args[t as usize], pos),
+            };
+            last.set((t, pos, v));
+            Ok(v)
+        };
+        if exec.resolved.access_elements_with(spec, &self.vars, &mut elements, &read).is_err() {
+            let (t, pos, value) = last.get();
+            let (ev, coord) = spec
+                .index
+                .iter()
+                .position(|ix| matches!(ix, et_graph::Index::Data { tensor, .. } if *tensor == t))
+                .map_or((0, 0), |c| (spec.event as usize, c));
+            let bound = exec.resolved.events[ev].shape.get(coord).copied().unwrap_or(0);
+            let shape = &exec.args[t as usize].shape;
+            exec.fail(Error::Index {
+                kernel: exec.kernel.name().to_string(),
+                task: exec.resolved.describe_task(self.task),
+                tensor: exec.resolved.spec.tensors[t as usize].name.to_string(),
+                at: unravel(pos, shape),
+                value,
+                bound,
+            });
+            std::panic::resume_unwind(Box::new(Aborted));
+        }
         for el in elements {
             let now = exec.counters[el as usize].fetch_add(1, Ordering::AcqRel) + 1;
             if now == exec.resolved.target[el as usize] {
                 exec.element_complete(el);
             }
         }
+    }
+
+    /// Whether this task is active: its group's condition (`tile!(.. if m * 16 <
+    /// counts[e] { .. })`) on the live tensor, true without one. Generated code calls it
+    /// right after the guard `wait!`, and returns when it is false.
+    pub fn condition(&self) -> bool {
+        condition_holds(self.exec, self.group, &self.vars)
     }
 
     /// Called by generated code after each tile op: a chaos point.
@@ -125,4 +163,46 @@ impl<'a> TaskContext<'a> {
             _ => {}
         }
     }
+}
+
+/// Whether the condition of `group` holds for the task with tile indices `vars`.
+pub(crate) fn condition_holds(exec: &Execution<'_>, group: usize, vars: &[i64]) -> bool {
+    let r = &exec.resolved;
+    let Some(c) = &r.spec.groups[group].condition else {
+        return true;
+    };
+    let lhs = c.lhs.eval(vars, &r.dims);
+    let raw = &exec.args[c.tensor as usize];
+    let at: Vec<i64> = c.at.iter().map(|a| a.eval(vars, &r.dims)).collect();
+    let pos = at.iter().zip(&raw.shape).fold(0i64, |acc, (&x, &s)| acc * s + x);
+    c.cmp.holds(lhs, read_integer(raw, pos))
+}
+
+/// The integer at row-major position `pos` of a live host tensor (through its strides).
+fn read_integer(raw: &RawTensor, pos: i64) -> i64 {
+    let at = unravel(pos, &raw.shape);
+    let off: i64 = at.iter().zip(&raw.strides).map(|(a, s)| a * s).sum();
+    // SAFETY: `Backend::launch`'s contract: `raw` describes live host memory of its dtype
+    // (an integer dtype, checked by the rules: 4 bytes) for the whole launch, and `pos`
+    // lies inside its shape (the bounds rule); a concurrent writer is ordered before this
+    // read by the events the race rule checks, so the load is not torn.
+    unsafe {
+        let p = (raw.addr as *const u32).offset(off as isize);
+        let v = std::ptr::read_volatile(p);
+        match raw.dtype {
+            crate::dtype::DType::U32 => v as i64,
+            _ => v as i32 as i64,
+        }
+    }
+}
+
+/// Row-major coordinates of flat position `p` in `shape`.
+fn unravel(mut p: i64, shape: &[i64]) -> Vec<i64> {
+    let mut at = vec![0; shape.len()];
+    for (d, &ext) in shape.iter().enumerate().rev() {
+        let ext = ext.max(1);
+        at[d] = p % ext;
+        p /= ext;
+    }
+    at
 }

@@ -18,6 +18,9 @@ use crate::kernel::Kernel;
 use crate::raw::RawTensor;
 use crate::trace::{TaskSpan, write_chrome_trace};
 
+/// `ReadyQueue::pending` of a task found inactive by its condition.
+const INACTIVE: u32 = u32::MAX;
+
 /// Unwind payload that stops a task when the launch is aborted.
 pub(crate) struct Aborted;
 
@@ -49,7 +52,7 @@ impl Execution<'_> {
         self.abort.load(Ordering::Acquire)
     }
 
-    fn fail(&self, e: Error) {
+    pub(crate) fn fail(&self, e: Error) {
         let mut f = self.failure.lock().unwrap();
         if f.is_none() {
             *f = Some(e);
@@ -71,6 +74,20 @@ impl Execution<'_> {
         let mut q = q.lock().unwrap();
         let mut pushed = false;
         for &c in self.resolved.consumers.row(el as usize) {
+            if q.pending[c as usize] == INACTIVE {
+                continue;
+            }
+            // a task with a condition is judged when its guard completes: an inactive one
+            // is never queued and counts as done
+            if self.resolved.guard_element(c) == Some(el) {
+                let (g, vars) = self.resolved.vars_of(c);
+                if !super::context::condition_holds(self, g, &vars) {
+                    q.pending[c as usize] = INACTIVE;
+                    q.done += 1;
+                    pushed = true;
+                    continue;
+                }
+            }
             q.pending[c as usize] -= 1;
             if q.pending[c as usize] == 0 {
                 q.ready.push_back(c);
@@ -168,7 +185,7 @@ impl Execution<'_> {
         let r = &self.resolved;
         let mut out = Vec::new();
         for t in 0..r.n_tasks {
-            if q.pending[t as usize] == 0 {
+            if q.pending[t as usize] == 0 || q.pending[t as usize] == INACTIVE {
                 continue;
             }
             if let Some(&el) = r

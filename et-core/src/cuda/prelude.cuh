@@ -7,6 +7,8 @@
 #ifndef ET_BUSY_POLLS
 #define ET_BUSY_POLLS 1024
 #endif
+// Added to the pending counter of a task found inactive: no completion reaches its count.
+#define ET_INACTIVE_PENDING 0x40000000u
 
 namespace et {
 
@@ -255,6 +257,34 @@ __device__ __forceinline__ long long load_index(C& ctx, const TensorArg& t, cons
     return 0;
 }
 
+// Reads a routing index (written during the launch, or one of a run of positions): as
+// `load_index`, but a negative value is padding and reads as -1 (no element).
+template <int R, class C>
+__device__ __forceinline__ long long load_route(C& ctx, const TensorArg& t, const long long (&at)[R], bool is_unsigned,
+                                                long long bound, unsigned int tensor) {
+    long long off = 0;
+    for (int d = 0; d < R; ++d) off += at[d] * t.stride[d];
+    const unsigned int raw = reinterpret_cast<const volatile unsigned int*>(t.ptr)[off];
+    const long long value = is_unsigned ? (long long)raw : (long long)(int)raw;
+    if (value < 0 && !is_unsigned) return -1;
+    return load_index(ctx, t, at, is_unsigned, bound, tensor);
+}
+
+// The integer at a position of an integer tensor (a group condition's operand). The load
+// is volatile: the value may have been written during this launch by another SM.
+template <int R>
+__device__ __forceinline__ long long read_int(const TensorArg& t, const long long (&at)[R], bool is_unsigned) {
+    long long off = 0;
+    for (int d = 0; d < R; ++d) off += at[d] * t.stride[d];
+    const unsigned int raw = reinterpret_cast<const volatile unsigned int*>(t.ptr)[off];
+    return is_unsigned ? (long long)raw : (long long)(int)raw;
+}
+
+struct Ctx;
+// Whether the task of queue entry `entry` is active (its group's condition holds);
+// defined by each megakernel's generated code, after `EtArgs`.
+__device__ bool task_active(const void* args, const Ctx& ctx, unsigned int entry);
+
 // ---------------------------------------------------------------- event protocol
 
 __device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
@@ -304,11 +334,12 @@ struct Ctx {
     unsigned long long local_next;    // thread 0, dynamic: a released task this CTA runs next (0: none)
     int task_shift;                   // a queue entry is `group << task_shift | task`
     unsigned char* arena;             // the dynamic shared-memory arena, 128-byte aligned
+    const void* args;                 // the kernel's EtArgs (parameter space), for task_active
 
-    __device__ Ctx(const Runtime& r, int* abort_smem, int groups, int shift, const unsigned int* first,
-                   const unsigned int* domain, unsigned char* smem)
+    __device__ Ctx(const Runtime& r, const void* kernel_args, int* abort_smem, int groups, int shift,
+                   const unsigned int* first, const unsigned int* domain, unsigned char* smem)
         : rt(r), task(0), s_abort(abort_smem), n_groups(groups), group_first(first), group_domain(domain), upcoming(0),
-          local_next(0), task_shift(shift), arena(smem) {}
+          local_next(0), task_shift(shift), arena(smem), args(kernel_args) {}
 
     // The CTA's shared-memory arena (128-byte aligned): as many bytes as the largest
     // `smem` an op call of this megakernel declares. Ops that declare `smem` get it as
@@ -415,7 +446,7 @@ struct Ctx {
     //   [0] head     ring positions claimed by CTAs: the seeds first, then the ready slots
     //   [1] tail     ready slots claimed by pushers
     //   [2] waiting  CTAs idle on the ring, or done for good (the pop's watchdog)
-    //   [3] local    tasks run from a CTA's local slot, which never enter the ring
+    //   [3] local    tasks that never enter the ring: run from a CTA's local slot, or inactive
     //   [4 ..]       ready: n_tasks 64-bit slots {queue entry + 1, batch + 1 or 0}, 0 = empty
     //   [4 + 2n ..]  pending_done: per task, waited elements completed so far
     //
@@ -468,10 +499,19 @@ struct Ctx {
     }
 
     // Thread 0: an element completed; release its consumers[begin, end) that became ready.
+    // A consumer whose guard this element is (c.w != 0: the first wait of a group with a
+    // condition) is judged here, once: an inactive one never enters the ring (it is counted
+    // with the local tasks, so the ring's end is still known) and its pending counter is
+    // pushed out of reach, so that no later completion releases it.
     __device__ void complete(unsigned int begin, unsigned int end) {
         unsigned int* pending_done = rt.dyn_state + 4 + 2 * rt.n_tasks;
         for (unsigned int k = begin; k < end; ++k) {
-            const uint4 c = __ldg(rt.consumers + k); // {entry, pending at the start, batch, 0}
+            const uint4 c = __ldg(rt.consumers + k); // {entry, pending at the start, batch, guard}
+            if (c.w != 0u && !task_active(args, *this, c.x)) {
+                atomicAdd(rt.dyn_state + 3, 1u);
+                if (c.y != 1u) atomicAdd(pending_done + task_of(c.x), ET_INACTIVE_PENDING);
+                continue;
+            }
             if (c.y == 1u || atom_acq_rel_add(pending_done + task_of(c.x), 1u) + 1u == c.y) release(c.x, c.z);
         }
     }
@@ -631,7 +671,7 @@ struct Ctx {
 // each through `dispatch(ctx, group, indices)` (the generated switch over tile groups).
 // `task_shift` is ET_TASK_SHIFT (from the kernel's EtArgs declaration).
 template <class Dispatch>
-__device__ __forceinline__ void persistent_loop(const Runtime& rt, int n_groups, int task_shift,
+__device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* args, int n_groups, int task_shift,
                                                 const unsigned int* group_first, const unsigned int* group_domain,
                                                 Dispatch dispatch) {
     __shared__ int s_abort;
@@ -640,7 +680,7 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, int n_groups,
     unsigned char* arena = et_dynamic_smem + ((128u - (smem_addr(et_dynamic_smem) & 127u)) & 127u);
     if (threadIdx.x == 0) s_abort = 0;
     __syncthreads();
-    Ctx ctx(rt, &s_abort, n_groups, task_shift, group_first, group_domain, arena);
+    Ctx ctx(rt, args, &s_abort, n_groups, task_shift, group_first, group_domain, arena);
     unsigned int cursor = 0, end = 0, task = 0;
     if (!rt.dynamic && threadIdx.x == 0) {
         cursor = __ldg(rt.queue_offsets + blockIdx.x);

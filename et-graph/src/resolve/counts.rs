@@ -67,6 +67,17 @@ impl Resolved<'_> {
                         })?;
                     }
                 }
+                (Count::Fixed(a), _) if !self.signals_known(e) => {
+                    // signalled through routing data: the count is the declared one
+                    let count = a.eval(&[], &self.dims);
+                    let count = u32::try_from(count).map_err(|_| ResolveError::Count {
+                        event: ev.name.to_string(),
+                        message: format!("count {count} is invalid"),
+                    })?;
+                    for el in range.filter(|&el| !consumers[el].is_empty()) {
+                        target[el] = count;
+                    }
+                }
                 _ => {
                     for el in range.filter(|&el| !consumers[el].is_empty()) {
                         target[el] = self.signals[el];
@@ -81,9 +92,14 @@ impl Resolved<'_> {
     /// inferred or explicit count is signalled, its signal count is uniform over the
     /// event's waited elements and equals an explicit count; every element of a
     /// per-element event receives exactly its count (at launch, when the counts are read).
+    /// An event signalled through data that resolution cannot read (routing data, or any
+    /// data at compile time) is counted on the device instead.
     pub fn count_problems(&self) -> Vec<CountProblem> {
         let mut out = Vec::new();
         for (e, ev) in self.spec.events.iter().enumerate() {
+            if !self.signals_known(e) {
+                continue;
+            }
             let layout = &self.events[e];
             let elements = layout.offset..layout.offset + layout.len;
             let fixed = match &ev.count {

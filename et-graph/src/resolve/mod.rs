@@ -175,8 +175,24 @@ impl<'g> Resolved<'g> {
     /// Appends the flat elements that `access` touches for a task with tile indices
     /// `vars` (ranges expanded, data-dependent coordinates read from the snapshot).
     pub fn access_elements(&self, access: &EventAccess, vars: &[i64], out: &mut Vec<u32>) -> Result<(), String> {
+        self.access_elements_with(access, vars, out, &|t, pos| self.snapshot_value(t, pos))
+    }
+
+    /// As [`Resolved::access_elements`], reading data-dependent coordinates through
+    /// `read(tensor, row-major position)`: the CPU backend reads routing data from the
+    /// live tensor this way. A negative value read for a run (`tokens[e, 0 .. 16]`) or
+    /// from routing data stands for no element (padding); any other value outside the
+    /// event is an error.
+    pub fn access_elements_with(
+        &self,
+        access: &EventAccess,
+        vars: &[i64],
+        out: &mut Vec<u32>,
+        read: &dyn Fn(u16, i64) -> Result<i64, String>,
+    ) -> Result<(), String> {
         let layout = &self.events[access.event as usize];
-        let mut ranges = Vec::with_capacity(access.index.len());
+        // the coordinates each dimension takes
+        let mut coords: Vec<Vec<i64>> = Vec::with_capacity(access.index.len());
         for (d, ix) in access.index.iter().enumerate() {
             let extent = layout.shape[d];
             let (lo, hi) = match ix {
@@ -186,23 +202,37 @@ impl<'g> Resolved<'g> {
                 }
                 Index::Range { start, end } => (start.eval(vars, &self.dims), end.eval(vars, &self.dims)),
                 Index::All => (0, extent),
-                Index::Data { tensor, at } => {
-                    let v = self.read_index(*tensor, at, vars)?;
-                    (v, v + 1)
+                Index::Data { tensor, at, along } => {
+                    let mut values = Vec::new();
+                    for pos in self.data_positions(*tensor, at, along.as_ref(), vars)? {
+                        let v = read(*tensor, pos)?;
+                        if v < 0 && (along.is_some() || self.spec.is_routing(*tensor)) {
+                            continue;
+                        }
+                        if v < 0 || v >= extent {
+                            return Err(format!(
+                                "coordinate {d} is {v}, read from `{}`, outside 0..{extent}",
+                                self.spec.tensors[*tensor as usize].name
+                            ));
+                        }
+                        values.push(v);
+                    }
+                    coords.push(values);
+                    continue;
                 }
             };
             if lo < 0 || hi > extent || (lo >= hi && !matches!(ix, Index::Range { .. })) {
                 return Err(format!("coordinate {d} spans {lo}..{hi}, outside 0..{extent}"));
             }
-            ranges.push((lo, hi));
+            coords.push((lo..hi).collect());
         }
-        // row-major walk over the box
-        let mut cur: Vec<i64> = ranges.iter().map(|r| r.0).collect();
-        if ranges.iter().any(|r| r.0 >= r.1) {
+        if coords.iter().any(Vec::is_empty) {
             return Ok(());
         }
+        // row-major walk over the product
+        let mut cur = vec![0usize; coords.len()];
         loop {
-            let flat = cur.iter().zip(&layout.shape).fold(0i64, |acc, (&c, &s)| acc * s + c);
+            let flat = cur.iter().zip(&coords).zip(&layout.shape).fold(0i64, |acc, ((&k, c), &s)| acc * s + c[k]);
             out.push(layout.offset + flat as u32);
             let mut k = cur.len();
             loop {
@@ -211,32 +241,72 @@ impl<'g> Resolved<'g> {
                 }
                 k -= 1;
                 cur[k] += 1;
-                if cur[k] < ranges[k].1 {
+                if cur[k] < coords[k].len() {
                     break;
                 }
-                cur[k] = ranges[k].0;
-            }
-            if cur.is_empty() {
-                return Ok(());
+                cur[k] = 0;
             }
         }
     }
 
-    fn read_index(&self, tensor: u16, at: &[Affine], vars: &[i64]) -> Result<i64, String> {
+    /// The row-major positions of tensor `tensor` that a data index reads: `at`, or the
+    /// run of `along`. An error when one lies outside the tensor.
+    pub fn data_positions(
+        &self,
+        tensor: u16,
+        at: &[Affine],
+        along: Option<&(u16, Affine)>,
+        vars: &[i64],
+    ) -> Result<Vec<i64>, String> {
         let shape = &self.shapes[tensor as usize];
-        let data = self.index_data[tensor as usize].as_ref().ok_or("index tensor not read")?;
-        let mut flat = 0i64;
-        for (d, a) in at.iter().enumerate() {
-            let v = a.eval(vars, &self.dims);
-            if v < 0 || v >= shape[d] {
-                return Err(format!(
-                    "index tensor `{}` read at coordinate {d} = {v}, outside 0..{}",
-                    self.spec.tensors[tensor as usize].name, shape[d]
-                ));
+        let mut pos: Vec<i64> = at.iter().map(|a| a.eval(vars, &self.dims)).collect();
+        let (coord, len) = along.map_or((0, 1), |(c, l)| (*c as usize, l.eval(vars, &self.dims)));
+        let mut out = Vec::with_capacity(len.max(0) as usize);
+        for step in 0..len {
+            if step > 0 {
+                pos[coord] += 1;
             }
-            flat = flat * shape[d] + v;
+            let mut flat = 0i64;
+            for (d, &v) in pos.iter().enumerate() {
+                if v < 0 || v >= shape[d] {
+                    return Err(format!(
+                        "index tensor `{}` read at coordinate {d} = {v}, outside 0..{}",
+                        self.spec.tensors[tensor as usize].name, shape[d]
+                    ));
+                }
+                flat = flat * shape[d] + v;
+            }
+            out.push(flat);
         }
-        Ok(data[flat as usize])
+        Ok(out)
+    }
+
+    fn snapshot_value(&self, tensor: u16, pos: i64) -> Result<i64, String> {
+        let data = self.index_data[tensor as usize].as_ref().ok_or_else(|| {
+            format!("`{}` is routing data, read only during the launch", self.spec.tensors[tensor as usize].name)
+        })?;
+        Ok(data[pos as usize])
+    }
+
+    /// Whether every data-dependent coordinate of `access` can be read from the snapshot
+    /// (at launch, for tensors the host reads).
+    pub fn is_known(&self, access: &EventAccess) -> bool {
+        access
+            .index
+            .iter()
+            .all(|ix| !matches!(ix, Index::Data { tensor, .. } if self.index_data[*tensor as usize].is_none()))
+    }
+
+    /// Whether the signals of event `e` are all known to resolution: false for an event
+    /// signalled through routing data (at launch) or any data (at compile time), whose
+    /// counts the device checks instead (a wrong count is a watchdog report).
+    pub fn signals_known(&self, e: usize) -> bool {
+        self.spec
+            .groups
+            .iter()
+            .flat_map(|g| g.signals.iter())
+            .filter(|s| s.event as usize == e)
+            .all(|s| self.is_known(s))
     }
 
     fn build_maps(&mut self) -> Result<(), ResolveError> {
@@ -246,13 +316,32 @@ impl<'g> Resolved<'g> {
         let mut consumers: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut waits: Vec<Vec<u32>> = Vec::with_capacity(self.n_tasks as usize);
         let mut buf = Vec::new();
-        let resolved = |acc: &EventAccess| self.mode == Mode::Launch || !acc.is_data_dependent();
         for task in 0..self.n_tasks {
             let (g, vars) = self.vars_of(task);
             let group = &self.spec.groups[g];
-            for acc in group.signals.iter().filter(|a| resolved(a)) {
+            for acc in group.signals.iter() {
+                let known = self.is_known(acc);
+                if !known && self.mode == Mode::ShapesOnly {
+                    continue;
+                }
                 buf.clear();
-                self.access_elements(acc, &vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
+                if known {
+                    self.access_elements(acc, &vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
+                } else {
+                    // routing data, written during the launch: the task may signal any
+                    // element along the coordinates it reads, so it is ordered before every
+                    // waiter of them (a static schedule must not queue a waiter ahead of
+                    // it); the signals themselves are counted on the device
+                    let whole = self.unknown_as_whole(acc);
+                    self.access_elements(&whole, &vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
+                    for &el in &buf {
+                        let p = &mut producers[el as usize];
+                        if p.last() != Some(&task) {
+                            p.push(task);
+                        }
+                    }
+                    continue;
+                }
                 for &el in &buf {
                     let s = &mut signals[el as usize];
                     *s = s.checked_add(1).ok_or_else(|| ResolveError::TooLarge {
@@ -265,7 +354,7 @@ impl<'g> Resolved<'g> {
                 }
             }
             let mut mine = Vec::new();
-            for acc in group.waits.iter().filter(|a| resolved(a)) {
+            for acc in group.waits.iter().filter(|a| self.is_known(a)) {
                 buf.clear();
                 self.access_elements(acc, &vars, &mut buf).map_err(|m| self.oob(task, acc, m))?;
                 mine.extend_from_slice(&buf);
@@ -288,6 +377,17 @@ impl<'g> Resolved<'g> {
         Ok(())
     }
 
+    /// `access` with every coordinate that reads unknown data widened to its whole
+    /// dimension.
+    pub fn unknown_as_whole(&self, access: &EventAccess) -> EventAccess {
+        let unknown =
+            |ix: &Index| matches!(ix, Index::Data { tensor, .. } if self.index_data[*tensor as usize].is_none());
+        EventAccess {
+            index: access.index.iter().map(|ix| if unknown(ix) { Index::All } else { ix.clone() }).collect(),
+            ..access.clone()
+        }
+    }
+
     fn oob(&self, task: TaskId, acc: &EventAccess, message: String) -> ResolveError {
         ResolveError::OutOfBounds {
             task: self.describe_task(task),
@@ -296,13 +396,27 @@ impl<'g> Resolved<'g> {
         }
     }
 
+    /// The element whose completion decides whether `task` is active: the single element
+    /// of its group's first `wait!`, for a group with a condition.
+    pub fn guard_element(&self, task: TaskId) -> Option<u32> {
+        let (g, vars) = self.vars_of(task);
+        let group = &self.spec.groups[g];
+        group.condition.as_ref()?;
+        let guard = group.waits.iter().min_by_key(|w| w.stmt)?;
+        let mut out = Vec::new();
+        self.access_elements(guard, &vars, &mut out).ok()?;
+        (out.len() == 1).then(|| out[0])
+    }
+
     /// Tasks a task depends on (the producers of the elements it waits on).
     pub fn dependencies(&self, task: TaskId) -> impl Iterator<Item = TaskId> + '_ {
         self.waits.row(task as usize).iter().flat_map(|&el| self.producers.row(el as usize).iter().copied())
     }
 }
 
-/// Tensors whose contents resolution reads: data-dependent indices and per-element counts.
+/// Tensors whose contents resolution reads at launch: data-dependent indices and
+/// per-element counts that are inputs (routing data written by the launch is read only
+/// where it is used, see [`GraphSpec::is_routing`]).
 pub fn data_tensors(spec: &GraphSpec) -> Vec<u16> {
     let mut out = Vec::new();
     for e in spec.events.iter() {
@@ -319,6 +433,7 @@ pub fn data_tensors(spec: &GraphSpec) -> Vec<u16> {
             }
         }
     }
+    out.retain(|&t| !spec.is_routing(t));
     out.sort_unstable();
     out.dedup();
     out
