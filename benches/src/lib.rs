@@ -8,6 +8,7 @@
 pub mod bandwidth;
 pub mod llama_baseline;
 pub mod llama_report;
+pub mod moe_baseline;
 pub mod ops;
 
 use et_core::prelude::*;

@@ -8,12 +8,14 @@
 pub mod decode;
 mod elementwise;
 mod linear;
+pub mod moe;
 pub mod prefetch;
 mod reduce;
 
 pub use decode::*;
 pub use elementwise::add;
 pub use linear::{gemv, matmul};
+pub use moe::{moe_combine, moe_gather, moe_group, router_topk};
 pub use prefetch::{gemv_consume, gemv_prefetch};
 pub use reduce::{row_sum, sum_splits};
 
