@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod host;
+pub mod layer;
 pub mod reference;
 pub mod weights;
 
