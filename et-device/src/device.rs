@@ -272,6 +272,14 @@ impl Backend for Cuda {
         if schedule == ScheduleKind::Dynamic {
             self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
         }
+        // events whose signals per launch depend on the launch's data count from zero
+        for (e, layout) in state.resolved().events.clone().iter().enumerate() {
+            if layout.len > 0 && kernel.graph.resets_per_launch(e as u16) {
+                let range = layout.offset as usize..(layout.offset + layout.len) as usize;
+                let mut view = state.counters.slice_mut(range);
+                self.stream.memset_zeros(&mut view).map_err(device_err("resetting routed event counters"))?;
+            }
+        }
         status.set(0, 0).map_err(device_err("clearing the status word"))?;
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
         // the epoch advances only once the launch is enqueued: a failed launch leaves the

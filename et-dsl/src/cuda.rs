@@ -108,7 +108,11 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                     t.line(*span);
                     t.push("    __syncthreads();\n");
                     let acc = &group.signals[*access];
-                    let action = format!("ctx.signal(el, args.event_target[{}]);", acc.event);
+                    let action = format!(
+                        "ctx.signal(el, args.event_target[{}], {});",
+                        acc.event,
+                        spec.resets_per_launch(acc.event)
+                    );
                     t.push(&access_loops(spec, acc, &vars, dims, &action));
                 }
                 LoweredStmt::Op { func, args, span } => {
@@ -270,9 +274,11 @@ fn wait_code(spec: &et_graph::GraphSpec, acc: &et_graph::EventAccess, vars: &[St
     }
     s.push_str(&format!(
         "            const long long el = args.event_offset[{}] + {flat};\n            \
-         if (!ctx.poll(el, args.event_target[{}])) {{ et_ok = false; break; }}\n        }}\n        \
+         if (!ctx.poll(el, args.event_target[{}], {})) {{ et_ok = false; break; }}\n        }}\n        \
          if (!ctx.wait_done(et_ok)) return;\n    }}\n",
-        acc.event, acc.event
+        acc.event,
+        acc.event,
+        spec.resets_per_launch(acc.event)
     ));
     s
 }

@@ -406,6 +406,20 @@ impl GraphSpec {
     pub fn is_routing(&self, t: u16) -> bool {
         self.tensors[t as usize].access == Access::Write
     }
+
+    /// Whether event `e`'s signals per launch depend on data of the launch: it is
+    /// signalled by a group with a condition, or through routing data. Its counters are
+    /// zeroed before every launch (elsewhere they count on across launches, see the
+    /// epoch in the runtime protocol), since an element may receive no signal in one
+    /// launch and its count in the next.
+    pub fn resets_per_launch(&self, e: u16) -> bool {
+        self.groups.iter().any(|g| {
+            g.signals.iter().filter(|s| s.event == e).any(|s| {
+                g.condition.is_some()
+                    || s.index.iter().any(|ix| matches!(ix, Index::Data { tensor, .. } if self.is_routing(*tensor)))
+            })
+        })
+    }
 }
 
 /// How a tile op uses one of its parameters: the op's signature says it

@@ -400,10 +400,12 @@ struct Ctx {
     // Waits for one element whose count is `count` (ET_PER_ELEMENT: per element), by the
     // calling thread alone; false when the kernel is aborting. A wait statement polls its
     // elements spread over the CTA's threads, then ends with one `wait_done`.
-    __device__ __forceinline__ bool poll(long long element, unsigned int count) {
+    // `fresh`: the event's counters were zeroed before this launch (its signals per launch
+    // depend on data: GraphSpec::resets_per_launch), so its target is the count itself.
+    __device__ __forceinline__ bool poll(long long element, unsigned int count, bool fresh = false) {
         const unsigned int e = (unsigned int)element;
         const unsigned int target = target_of(e, count);
-        return spin_until(rt.counters + e, rt.epoch * target, e, target);
+        return spin_until(rt.counters + e, (fresh ? 1u : rt.epoch) * target, e, target);
     }
 
     // The one CTA barrier of a wait statement: every thread calls it with whether its
@@ -424,7 +426,7 @@ struct Ctx {
     }
 
     // Signals one element; call after a CTA barrier that follows the task's writes.
-    __device__ void signal(long long element, unsigned int count) {
+    __device__ void signal(long long element, unsigned int count, bool fresh = false) {
         if (threadIdx.x == 0) {
             const unsigned int e = (unsigned int)element;
             if (!rt.dynamic) {
@@ -435,7 +437,7 @@ struct Ctx {
                 const unsigned int target = target_of(e, count);
                 const unsigned int begin = __ldg(rt.consumer_offsets + e), end = __ldg(rt.consumer_offsets + e + 1);
                 const unsigned int old = atom_acq_rel_add(rt.counters + e, 1u);
-                if (old + 1u == rt.epoch * target) complete(begin, end);
+                if (old + 1u == (fresh ? 1u : rt.epoch) * target) complete(begin, end);
             }
         }
     }
