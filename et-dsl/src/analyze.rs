@@ -619,7 +619,10 @@ fn lower_access(
 
 /// The position of a data index, `tokens[e, m * 16 .. m * 16 + 16]`: affine coordinates,
 /// at most one of them a half-open range (a run of positions).
-fn data_position(at: &[Expr], scope: &Scope<'_>) -> syn::Result<(Vec<Affine>, Option<(u16, Affine)>)> {
+/// A data index's position and its run (`Index::Data::at` and `along`).
+type DataPosition = (Vec<Affine>, Option<(u16, Affine)>);
+
+fn data_position(at: &[Expr], scope: &Scope<'_>) -> syn::Result<DataPosition> {
     let mut out = Vec::with_capacity(at.len());
     let mut along = None;
     for (c, e) in at.iter().enumerate() {

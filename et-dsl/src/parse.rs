@@ -32,8 +32,8 @@ pub fn megakernel(item: TokenStream, errors: &mut Errors) -> syn::Result<Megaker
     let mut groups = Vec::new();
     for stmt in &f.block.stmts {
         match body_item(stmt) {
-            Ok(BodyItem::Event(e)) => events.push(e),
-            Ok(BodyItem::Tile(g)) => groups.push(g),
+            Ok(BodyItem::Event(e)) => events.push(*e),
+            Ok(BodyItem::Tile(g)) => groups.push(*g),
             Err(e) => errors.push(e),
         }
     }
@@ -96,8 +96,8 @@ fn param(arg: &FnArg) -> syn::Result<Param> {
 }
 
 enum BodyItem {
-    Event(EventDecl),
-    Tile(TileGroup),
+    Event(Box<EventDecl>),
+    Tile(Box<TileGroup>),
 }
 
 const BODY_FORM: &str = "a megakernel body holds only `let name = event!(..);` and `tile!(..);` statements";
@@ -125,12 +125,12 @@ fn body_item(stmt: &Stmt) -> syn::Result<BodyItem> {
                 ));
             }
             let d: EventArgs = m.mac.parse_body()?;
-            Ok(BodyItem::Event(EventDecl {
+            Ok(BodyItem::Event(Box::new(EventDecl {
                 name: pi.ident.clone(),
                 shape: d.shape,
                 count: d.count,
                 span: m.mac.span(),
-            }))
+            })))
         }
         Stmt::Macro(sm) => tile_macro(&sm.mac),
         Stmt::Expr(Expr::Macro(m), _) => tile_macro(&m.mac),
@@ -140,7 +140,7 @@ fn body_item(stmt: &Stmt) -> syn::Result<BodyItem> {
 
 fn tile_macro(mac: &syn::Macro) -> syn::Result<BodyItem> {
     match macro_name(mac).as_deref() {
-        Some("tile") => Ok(BodyItem::Tile(mac.parse_body::<TileGroup>()?)),
+        Some("tile") => Ok(BodyItem::Tile(Box::new(mac.parse_body::<TileGroup>()?))),
         Some("wait") | Some("signal") => {
             Err(syn::Error::new(mac.path.span(), "`wait!` and `signal!` belong inside a `tile!` body"))
         }
