@@ -7,7 +7,9 @@
 //! the layers of a decode step do. `L` is symbolic, so the same kernel is the standalone
 //! GEMV (`L = 1`: one launch of one GEMV) and the resident one (`L` layers in one launch,
 //! launch ramp-up and tail amortised). Each layer reads the same `x` (the chain is through
-//! events only: the shapes are not square, and what is timed is the weight stream).
+//! events only: the shapes are not square, and what is timed is the weight stream). A
+//! layer's task starts copying its weights into shared memory (`matvec_prefetch`) before
+//! it waits for the previous layer, as a decode step's GEMVs do.
 
 use et_core::prelude::*;
 
@@ -29,6 +31,8 @@ macro_rules! gemv_kernel {
                 signal!(done[0, r]);
             });
             tile!(layer[l, r] in [L - 1, RT] {
+                // the weights start moving while the previous layer still runs
+                matvec_prefetch(w.tile([(l + 1) * RT + r, 0], [NT, KD]), BT);
                 wait!(done[l, ..]);
                 matvec(w.tile([(l + 1) * RT + r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y.tile([l + 1, r], [BT, NT]));
                 signal!(done[l + 1, r]);
@@ -56,6 +60,7 @@ macro_rules! silu_kernel {
                 signal!(done[0, r]);
             });
             tile!(layer[l, r] in [L - 1, RT] {
+                matvec_prefetch_pair(wg.tile([(l + 1) * RT + r, 0], [NT, KD]), wu.tile([(l + 1) * RT + r, 0], [NT, KD]), BT);
                 wait!(done[l, ..]);
                 matvec_silu(
                     wg.tile([(l + 1) * RT + r, 0], [NT, KD]),
@@ -222,8 +227,8 @@ attention_kernel!(attn_b16_l1k, bt = 16, lk = 1024, c = 512, s = 2);
 attention_kernel!(attn_b16_l8k, bt = 16, lk = 8192, c = 4096, s = 2);
 
 /// A chain of dependent GEMVs `h[l + 1] = W[l] · h[l]` at batch 1, `RT` tasks of `NT` rows
-/// per step, each task streaming its weight tile into shared memory with `gemv_prefetch`
-/// *before* waiting for the previous step, then `gemv_consume` after the wait.
+/// per step, each task streaming its weight tile into shared memory with `matvec_prefetch`
+/// *before* waiting for the previous step, then `matvec` after the wait.
 macro_rules! chain_prefetch_kernel {
     ($name:ident, kd = $kd:literal, nt = $nt:literal, rt = $rt:literal) => {
         /// prefetched GEMV chain: width, rows per task, tasks per step:
@@ -232,14 +237,14 @@ macro_rules! chain_prefetch_kernel {
         pub fn $name(w: &Tensor<bf16, { [S * RT * NT, KD] }>, x: &Tensor<bf16, { [1, KD] }>, h: &mut Tensor<bf16, { [S, KD] }>) {
             let done = event!([S, RT]);
             tile!(first[n] in [RT] {
-                gemv_prefetch(w.tile([n, 0], [NT, KD]));
-                gemv_consume(w.tile([n, 0], [NT, KD]), x.tile([0, 0], [1, KD]), h.tile([0, n], [1, NT]));
+                matvec_prefetch(w.tile([n, 0], [NT, KD]), 1);
+                matvec(w.tile([n, 0], [NT, KD]), x.tile([0, 0], [1, KD]), h.tile([0, n], [1, NT]));
                 signal!(done[0, n]);
             });
             tile!(step[l, n] in [S - 1, RT] {
-                gemv_prefetch(w.tile([(l + 1) * RT + n, 0], [NT, KD]));
+                matvec_prefetch(w.tile([(l + 1) * RT + n, 0], [NT, KD]), 1);
                 wait!(done[l, ..]);
-                gemv_consume(w.tile([(l + 1) * RT + n, 0], [NT, KD]), h.tile([l, 0], [1, KD]), h.tile([l + 1, n], [1, NT]));
+                matvec(w.tile([(l + 1) * RT + n, 0], [NT, KD]), h.tile([l, 0], [1, KD]), h.tile([l + 1, n], [1, NT]));
                 signal!(done[l + 1, n]);
             });
         }
@@ -255,14 +260,14 @@ macro_rules! chain_after_kernel {
         pub fn $name(w: &Tensor<bf16, { [S * RT * NT, KD] }>, x: &Tensor<bf16, { [1, KD] }>, h: &mut Tensor<bf16, { [S, KD] }>) {
             let done = event!([S, RT]);
             tile!(first[n] in [RT] {
-                gemv_prefetch(w.tile([n, 0], [NT, KD]));
-                gemv_consume(w.tile([n, 0], [NT, KD]), x.tile([0, 0], [1, KD]), h.tile([0, n], [1, NT]));
+                matvec_prefetch(w.tile([n, 0], [NT, KD]), 1);
+                matvec(w.tile([n, 0], [NT, KD]), x.tile([0, 0], [1, KD]), h.tile([0, n], [1, NT]));
                 signal!(done[0, n]);
             });
             tile!(step[l, n] in [S - 1, RT] {
                 wait!(done[l, ..]);
-                gemv_prefetch(w.tile([(l + 1) * RT + n, 0], [NT, KD]));
-                gemv_consume(w.tile([(l + 1) * RT + n, 0], [NT, KD]), h.tile([l, 0], [1, KD]), h.tile([l + 1, n], [1, NT]));
+                matvec_prefetch(w.tile([(l + 1) * RT + n, 0], [NT, KD]), 1);
+                matvec(w.tile([(l + 1) * RT + n, 0], [NT, KD]), h.tile([l, 0], [1, KD]), h.tile([l + 1, n], [1, NT]));
                 signal!(done[l + 1, n]);
             });
         }

@@ -484,9 +484,13 @@ pub fn cuda_source(shape: &Shape, stages: &[Stage], threads: u32) -> String {
             st.kernel,
             params.join(", ")
         );
-        // an op with an arena takes it as its last argument, as in a megakernel
+        // an op with an arena takes it as its last argument, as in a megakernel, whose
+        // state bytes start zeroed (`et::arena_init`)
         if st.op.uses_smem {
-            src.push_str("    extern __shared__ __align__(128) unsigned char bl_arena[];\n");
+            src.push_str(
+                "    extern __shared__ __align__(128) unsigned char bl_arena[];\n    et::arena_init(bl_arena);\n    \
+                 __syncthreads();\n",
+            );
         }
         if st.params.contains(&Param::Layer) {
             src.push_str("    const long long l = layer;\n");

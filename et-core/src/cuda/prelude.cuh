@@ -205,6 +205,42 @@ __device__ __forceinline__ void bulk_load(void* dst_smem, const void* src_global
                  : "memory");
 }
 
+// The bytes of dynamic shared memory the launch gave this CTA.
+__device__ __forceinline__ unsigned int dynamic_smem_bytes() {
+    unsigned int b;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(b));
+    return b;
+}
+
+// The bytes of the arena an op may use: the launch's dynamic shared memory less the
+// slack that aligns the arena. At least the largest `smem` an op call of the megakernel
+// declares, and more where another call declared more.
+__device__ __forceinline__ unsigned int arena_capacity() {
+    const unsigned int b = dynamic_smem_bytes();
+    return b > ET_SMEM_SLACK ? b - ET_SMEM_SLACK : 0u;
+}
+
+// The arena's first 16 bytes are its state, kept from one op call of a CTA to a later
+// one: word 0 is not zero while bulk copies into the arena that an op started (the GEMV
+// family's prefetch) may be in flight, counted on the mbarrier at byte 8, phase 0.
+// `arena_init` zeroes the state; every kernel that gives ops an arena calls it once
+// before the first op, then a CTA barrier.
+__device__ __forceinline__ void arena_init(unsigned char* arena) {
+    if (threadIdx.x < 4 && dynamic_smem_bytes() >= 16u) reinterpret_cast<unsigned int*>(arena)[threadIdx.x] = 0u;
+}
+
+// Waits for the copies the arena's state records, if any, and clears it (one thread):
+// the persistent loop calls it after each task, so that copies no op read cannot land in
+// the arena while the next task uses it.
+__device__ __forceinline__ void arena_retire(unsigned char* arena) {
+    unsigned int* state = reinterpret_cast<unsigned int*>(arena);
+    if (dynamic_smem_bytes() < 16u || state[0] == 0u) return;
+    unsigned long long* bar = reinterpret_cast<unsigned long long*>(arena + 8);
+    mbar_wait(bar, 0);
+    mbar_inval(bar);
+    state[0] = 0u;
+}
+
 // Orders this thread's earlier generic-proxy accesses to shared memory before later
 // async-proxy ones (bulk copies into a buffer the CTA read or wrote before).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
@@ -681,6 +717,7 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* a
     extern __shared__ __align__(128) unsigned char et_dynamic_smem[];
     unsigned char* arena = et_dynamic_smem + ((128u - (smem_addr(et_dynamic_smem) & 127u)) & 127u);
     if (threadIdx.x == 0) s_abort = 0;
+    arena_init(arena);
     __syncthreads();
     Ctx ctx(rt, args, &s_abort, n_groups, task_shift, group_first, group_domain, arena);
     unsigned int cursor = 0, end = 0, task = 0;
@@ -694,6 +731,7 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* a
         const int g = ctx.decode(task, v);
         ctx.trace_begin(ctx.task);
         dispatch(ctx, g, v);
+        if (threadIdx.x == 0) arena_retire(arena);
         __syncthreads();
         if (s_abort) return;
         ctx.trace_end(ctx.task);

@@ -4,8 +4,8 @@
 //! with bulk copies (the TMA engine's 1-D form) counted on an mbarrier, and returns at
 //! once; the task then waits for its activations while the weights move. `gemv_consume`
 //! waits on the mbarrier and computes from shared memory. Both take the same weight tile
-//! and lay the arena out the same way: the mbarrier in its first 8 bytes, the `n x k`
-//! weights from byte [`WEIGHTS_AT`], row-major and packed.
+//! and lay the arena out the same way: the arena's state words (the mbarrier at byte 8),
+//! the `n x k` weights from byte [`WEIGHTS_AT`], row-major and packed.
 //!
 //! ```text
 //! tile!(step[n] in [..] {
@@ -37,9 +37,14 @@ crate::tile_op! { cuda = r#"
 // arena's mbarrier and issues one bulk copy per row; a tile whose rows are not 16-byte
 // aligned is copied by the CTA's threads instead (the mbarrier then completes without
 // bytes: the CTA barrier that separates the two halves publishes the copy).
+// The mbarrier is the arena state's (`et::arena_init`): word 0 is 1 while copies may be
+// in flight, so that an unread prefetch is waited for before the arena is used again.
 template <class W>
 __device__ void gemv_prefetch(W w, unsigned char* smem) {
-    unsigned long long* bar = reinterpret_cast<unsigned long long*>(smem);
+    unsigned long long* bar = reinterpret_cast<unsigned long long*>(smem + 8);
+    // an earlier prefetch of the task that nothing read
+    if (threadIdx.x == 0) et::arena_retire(smem);
+    __syncthreads();
     et::bf16* dst = reinterpret_cast<et::bf16*>(smem + 128);
     const int n = w.template extent<0>(), k = w.template extent<1>();
     const unsigned int row_bytes = (unsigned int)k * 2u;
@@ -55,6 +60,7 @@ __device__ void gemv_prefetch(W w, unsigned char* smem) {
         } else {
             et::mbar_arrive(bar);
         }
+        reinterpret_cast<unsigned int*>(smem)[0] = 1u;
     }
     if (!aligned)
         for (int e = threadIdx.x; e < n * k; e += blockDim.x) dst[e] = w(e / k, e % k);
@@ -78,7 +84,7 @@ crate::tile_op! { cuda = r#"
 // One warp per (row, batch) pair; lanes take 8 columns (16 bytes) at a time.
 template <class W, class X, class Y>
 __device__ void gemv_consume(W w, X x, Y y, unsigned char* smem) {
-    unsigned long long* bar = reinterpret_cast<unsigned long long*>(smem);
+    unsigned long long* bar = reinterpret_cast<unsigned long long*>(smem + 8);
     const et::bf16* ws = reinterpret_cast<const et::bf16*>(smem + 128);
     const int n = w.template extent<0>(), k = w.template extent<1>(), batch = x.template extent<0>();
     et::mbar_wait(bar, 0);
@@ -107,7 +113,10 @@ __device__ void gemv_consume(W w, X x, Y y, unsigned char* smem) {
     // every thread has passed its wait: the mbarrier can be invalidated, leaving the
     // arena plain memory for the next task's ops
     __syncthreads();
-    if (threadIdx.x == 0) et::mbar_inval(bar);
+    if (threadIdx.x == 0) {
+        et::mbar_inval(bar);
+        reinterpret_cast<unsigned int*>(smem)[0] = 0u;
+    }
 }
 "#;
     smem = |extents| arena_bytes(w);

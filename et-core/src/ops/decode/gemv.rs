@@ -95,16 +95,74 @@ pub const fn plan(rows: usize, k: usize, batch: usize, mats: usize) -> Plan {
     Plan { groups_per_round: gr, splits, split_k, row_stride: rs }
 }
 
-/// The arena bytes of a GEMV of the `[rows, k]` weight tile `w` (extents as `tile_op!`
-/// passes them) with `mats` weight tiles and the `[batch, k]` activations `x`: the f32
-/// partial sums of one round, `mats × splits × batch × row_stride` floats.
+/// The f32 partial sums of one round of a GEMV of the `[rows, k]` weight tile `w`
+/// (extents as `tile_op!` passes them) with `mats` weight tiles and the `[batch, k]`
+/// activations `x`: `mats × splits × batch × row_stride` floats, none at batch 1 (the
+/// CUDA-core path keeps its sums in registers).
+pub const fn partial_bytes(w: &[usize], x: &[usize], mats: usize) -> usize {
+    match (w, x) {
+        (&[rows, k], &[batch, _]) if batch > 1 => {
+            let p = plan(rows, k, batch, mats);
+            let w = if mats > 0 { mats } else { 1 };
+            w * p.splits * batch * p.row_stride * 4
+        }
+        _ => 0,
+    }
+}
+
+/// The arena bytes of a GEMV call: the prefetch record ([`PREFETCH_RECORD`]), then the
+/// partial sums ([`partial_bytes`]), which start after the prefetched rows when there
+/// are some.
 pub const fn arena_bytes(w: &[usize], x: &[usize], mats: usize) -> usize {
     match (w, x) {
-        (&[rows, k], &[batch, _]) => {
-            let p = plan(rows, k, batch, mats);
-            let b = if batch > 0 { batch } else { 1 };
-            let w = if mats > 0 { mats } else { 1 };
-            w * p.splits * b * p.row_stride * 4
+        (&[_, _], &[_, _]) => PREFETCH_RECORD + partial_bytes(w, x, mats),
+        _ => 0,
+    }
+}
+
+/// The arena's first bytes, where a [`matvec_prefetch`] leaves the record of what it
+/// copies (tiles, rows, the mbarrier) for the GEMV of the same task; the rows follow.
+pub const PREFETCH_RECORD: usize = 128;
+/// The arena a prefetch asks for at most: 200 KB of the card's 227 KB opt-in maximum,
+/// which leaves 27 KB for the kernel's and the ops' static shared variables (the Llama
+/// decode step has 10.5 KB). The copy itself fills the arena the launch gives.
+const PREFETCH_LIMIT: usize = 200 * 1024;
+/// The padding after each prefetched row: 64 bytes put the eight rows an mma fragment
+/// reads at once on distinct banks when a row is a multiple of 128 bytes.
+const PREFETCH_ROW_PAD: usize = 64;
+
+/// The rows of each of `mats` `[rows, k]` weight tiles a prefetch copies into an arena of
+/// `capacity` bytes beside the partial sums of a batch of `batch`: as many as fit (a
+/// multiple of 16 when not all fit and the batch takes the tensor cores, whose units are
+/// 16 rows), none when a row is not whole 16-byte lines (the bulk copies need them). The
+/// CUDA of [`matvec_prefetch`] computes the same with the launch's arena.
+pub const fn prefetch_rows(rows: usize, k: usize, batch: usize, mats: usize, capacity: usize) -> usize {
+    let partials = partial_bytes(&[rows, k], &[batch, k], mats);
+    let row = 2 * k + PREFETCH_ROW_PAD;
+    let mats = if mats > 0 { mats } else { 1 };
+    if k == 0 || !(2 * k).is_multiple_of(16) || capacity < PREFETCH_RECORD + partials {
+        return 0;
+    }
+    let fit = (capacity - PREFETCH_RECORD - partials) / (mats * row);
+    if fit >= rows {
+        rows
+    } else if batch > 1 {
+        fit - fit % 16
+    } else {
+        fit
+    }
+}
+
+/// The arena bytes a prefetch of `mats` `[rows, k]` weight tiles asks for: the record and
+/// the rows that fit within the card's limit at batch 1 (no partial sums). At a larger
+/// batch the copy takes the rows that fit beside the GEMV's partial sums in the arena the
+/// launch gives (the largest call's), which may be fewer.
+pub const fn prefetch_bytes(w: &[usize], mats: usize) -> usize {
+    match w {
+        &[rows, k] => {
+            let r = prefetch_rows(rows, k, 1, mats, PREFETCH_LIMIT);
+            let mats = if mats > 0 { mats } else { 1 };
+            PREFETCH_RECORD + mats * r * (2 * k + PREFETCH_ROW_PAD)
         }
         _ => 0,
     }
@@ -154,6 +212,76 @@ __device__ __forceinline__ MatvecPlan matvec_plan(int N, int K, int B, int NW) {
     return p;
 }
 
+// The arena's first 128 bytes: what a matvec_prefetch of this task copies for its GEMV
+// (`tiles` 0: nothing). `tiles` and `bar` are the arena's state words (`et::arena_init`,
+// `et::arena_retire`).
+// Tile j's first `rows` rows lie from arena byte 128 + j * rows * row_bytes, `row_bytes`
+// apart (2k + 64: the padding spreads an mma fragment's rows over the banks); the GEMV's
+// partial sums start at `end`.
+struct MatvecPrefetch {
+    unsigned int tiles, end;
+    unsigned long long bar;
+    const void* src[2];
+    long long stride[2];
+    int rows, k;
+    unsigned int row_bytes;
+};
+__device__ __forceinline__ unsigned int matvec_partial_bytes(int N, int K, int B, int NW) {
+    if (B <= 1) return 0u;
+    const MatvecPlan p = matvec_plan(N, K, B, NW);
+    return (unsigned int)(NW * p.s * B * p.rs * 4);
+}
+// `prefetch_rows` in gemv.rs: the rows of each tile that fit beside the record and the
+// partial sums (a multiple of 16 when not all fit and B > 1), 0 when rows are not whole
+// 16-byte lines.
+__device__ __forceinline__ int matvec_prefetch_rows(int N, int K, int B, int NW, unsigned int capacity) {
+    const unsigned int partials = matvec_partial_bytes(N, K, B, NW), row = 2u * (unsigned int)K + 64u;
+    if (K <= 0 || (2 * K) % 16 != 0 || capacity < 128u + partials) return 0;
+    const int fit = (int)((capacity - 128u - partials) / ((unsigned int)NW * row));
+    return fit >= N ? N : (B > 1 ? fit - fit % 16 : fit);
+}
+// Starts bulk copies of the first rows of the NW weight tiles (rows of 2K bytes, 16-byte
+// aligned) into the arena and records them; thread 0 does it all and the others return.
+// Tiles that bulk copies cannot read (unaligned or strided rows) are not copied: the GEMV
+// then reads them from global memory as without a prefetch.
+template <int NW>
+__device__ __forceinline__ void matvec_prefetch_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                                     const long long (&ws1)[NW], int N, int K, int B,
+                                                     unsigned char* smem) {
+    if (threadIdx.x != 0) return;
+#ifdef ET_GEMV_NO_PREFETCH
+    // for side-by-side measurements (ET_NVRTC_OPTIONS=-DET_GEMV_NO_PREFETCH): the same
+    // kernels, every GEMV reading global memory
+    return;
+#endif
+    MatvecPrefetch* pf = reinterpret_cast<MatvecPrefetch*>(smem);
+    // an earlier prefetch of the task that no GEMV read
+    et::arena_retire(smem);
+    bool aligned = true;
+#pragma unroll
+    for (int j = 0; j < NW; ++j) aligned = aligned && ws1[j] == 1 && vec_rows(w[j], ws0[j], 1);
+    const int rows = aligned && N > 0 ? matvec_prefetch_rows(N, K, B, NW, et::arena_capacity()) : 0;
+    if (rows <= 0) return;
+    const unsigned int bytes = 2u * (unsigned int)K, row = bytes + 64u;
+    et::mbar_init(&pf->bar, 1);
+    // the arena's last readers (an earlier op) used the generic proxy
+    et::fence_proxy_async();
+    et::mbar_arrive_expect_tx(&pf->bar, (unsigned int)(NW * rows) * bytes);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+        unsigned char* dst = smem + 128u + (unsigned int)(j * rows) * row;
+#pragma unroll 1
+        for (int r = 0; r < rows; ++r) et::bulk_load(dst + (unsigned int)r * row, w[j] + r * ws0[j], bytes, &pf->bar);
+        pf->src[j] = w[j];
+        pf->stride[j] = ws0[j];
+    }
+    pf->rows = rows;
+    pf->k = K;
+    pf->row_bytes = row;
+    pf->end = 128u + (unsigned int)(NW * rows) * row;
+    pf->tiles = NW;
+}
+
 // A weight piece: `ld16_nc` with an L2 prefetch hint. A warp's load touches 64 bytes of
 // each of its 16 rows and its next steps continue them, so L2 fetches 256-byte blocks.
 __device__ __forceinline__ uint4 ld16_weight(const void* p) {
@@ -175,18 +303,23 @@ __device__ __forceinline__ uint4 matvec_load(const et::bf16* row, int k, int n, 
 // (g, t) holds the rows at k + 32u + 8t for u < U (the A fragments of two mmas each) and
 // reloads step u of the next block as soon as its mmas have read it, so U steps of loads
 // stay in flight; the batch rows nb * 8 + g at the same k are the B fragments.
+// `shared`: the two rows are in the arena (a prefetch copied them; FAST only).
 template <int NBM, int U, bool FAST>
 __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* row0, const et::bf16* row1, bool ok0,
-                                            bool ok1, long long cs, const et::bf16* x, long long xs0, long long xs1,
-                                            int B, int K, int k_lo, int k_hi) {
+                                            bool ok1, bool shared, long long cs, const et::bf16* x, long long xs0,
+                                            long long xs1, int B, int K, int k_lo, int k_hi) {
     const uint4 zero = make_uint4(0, 0, 0, 0);
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const auto wload = [&](const et::bf16* row, int kk) -> uint4 {
+        if (FAST && shared) return kk < K ? *reinterpret_cast<const uint4*>(row + kk) : zero;
+        return matvec_load<FAST, true>(row, kk, K, cs);
+    };
     uint4 a0[U], a1[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const int kk = k_lo + 32 * u + 8 * t;
-        a0[u] = ok0 ? matvec_load<FAST, true>(row0, kk, K, cs) : zero;
-        a1[u] = ok1 ? matvec_load<FAST, true>(row1, kk, K, cs) : zero;
+        a0[u] = ok0 ? wload(row0, kk) : zero;
+        a1[u] = ok1 ? wload(row1, kk) : zero;
     }
 #pragma unroll 1
     for (int k = k_lo; k < k_hi; k += 32 * U) {
@@ -203,8 +336,8 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
                 mma_bf16(c[nb], a0[u].z, a1[u].z, a0[u].w, a1[u].w, xv.z, xv.w);
             }
             if (more) {
-                a0[u] = ok0 ? matvec_load<FAST, true>(row0, kk + 32 * U, K, cs) : zero;
-                a1[u] = ok1 ? matvec_load<FAST, true>(row1, kk + 32 * U, K, cs) : zero;
+                a0[u] = ok0 ? wload(row0, kk + 32 * U) : zero;
+                a1[u] = ok1 ? wload(row1, kk + 32 * U) : zero;
             }
         }
     }
@@ -218,9 +351,14 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
 // (g, t) holds rows m + g and m + g + 8 at k + 32u + 8t for u < U (the A fragments of two
 // mmas each), and the batch rows nb * 8 + g at the same k (the B fragments). Units are
 // numbered slice-major, so the warps that run together share x's slice in L1.
+//
+// The first P rows of each w_j may be in the arena (`sw[j]`, rows `srs` apart, landing on
+// the mbarrier `bar`; P is N or a multiple of 16): a round's units read the others from
+// global memory first, so that the stream starts at once, and the prefetched groups last.
 template <int NW, int NBM, class E>
 __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
-                                           const long long (&ws1)[NW], const et::bf16* x, long long xs0,
+                                           const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
+                                           long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                            long long xs1, int B, int N, int K, bool vec, float* part, E& epi) {
     // four steps in flight (eight 16-byte loads a lane, 64 KB an SM) while the fragments
     // and accumulators leave room; two at batches above 16, whose 32 accumulators and
@@ -233,14 +371,19 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
 #pragma unroll 1
     for (int g0 = 0; g0 < groups; g0 += p.gr) {
         const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, per_slice = NW * gn;
+        // the round's prefetched groups (the first ones) go last
+        const int pre = P / 16 - g0 > gn ? gn : (P / 16 - g0 > 0 ? P / 16 - g0 : 0), rot = pre < gn ? pre : 0;
 #pragma unroll 1
         for (int unit = warp; unit < per_slice * p.s; unit += warps) {
-            const int s = unit / per_slice, j = (unit % per_slice) / gn, ml = ((unit % per_slice) % gn) * 16;
+            const int s = unit / per_slice, j = (unit % per_slice) / gn;
+            const int ml = (((unit % per_slice) % gn + rot) % gn) * 16;
             // selects, not a run-time index (which would put the arrays in local memory)
             const bool second = NW > 1 && j > 0;
-            const et::bf16* wj = second ? w[NW - 1] : w[0];
-            const long long rs0 = second ? ws0[NW - 1] : ws0[0], cs = second ? ws1[NW - 1] : ws1[0];
             const int r0 = g0 * 16 + ml + g, r1 = r0 + 8;
+            const bool shared = r0 - g < P;
+            if (shared) et::mbar_wait(bar, 0);
+            const et::bf16* wj = shared ? (second ? sw[NW - 1] : sw[0]) : (second ? w[NW - 1] : w[0]);
+            const long long rs0 = shared ? srs : (second ? ws0[NW - 1] : ws0[0]), cs = second ? ws1[NW - 1] : ws1[0];
             const bool ok0 = r0 < N, ok1 = r1 < N;
             const et::bf16* row0 = wj + (long long)(ok0 ? r0 : 0) * rs0;
             const et::bf16* row1 = wj + (long long)(ok1 ? r1 : 0) * rs0;
@@ -253,9 +396,9 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
             // 16-byte loads with a predicate when every piece is inside or past the rows
             // (k a multiple of 8); otherwise the element loads, one step at a time
             if (vec && K % 8 == 0)
-                matvec_unit<NBM, U, true>(c, row0, row1, ok0, ok1, cs, x, xs0, xs1, B, K, k_lo, k_hi);
+                matvec_unit<NBM, U, true>(c, row0, row1, ok0, ok1, shared, cs, x, xs0, xs1, B, K, k_lo, k_hi);
             else
-                matvec_unit<NBM, 1, false>(c, row0, row1, ok0, ok1, cs, x, xs0, xs1, B, K, k_lo, k_hi);
+                matvec_unit<NBM, 1, false>(c, row0, row1, ok0, ok1, false, cs, x, xs0, xs1, B, K, k_lo, k_hi);
             // c[nb]: {0, 1} are row g, batch nb * 8 + 2t + {0, 1}; {2, 3} are row g + 8
             float* ps = part + (j * p.s + s) * B * p.rs + ml + g;
 #pragma unroll
@@ -297,13 +440,21 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // tensor-core path on small tasks (a 16 x 2048 tile: 3.7 against 5.4 us), which pays a
 // cross-warp reduction through the arena; from batch 2 the tensor cores win (x is read once
 // per k step, not once per batch row). BM is the batch (1 here; the loops are exact).
+// The first P rows of each w_j may be in the arena (`sw[j]`, rows `srs` apart, landing on
+// the mbarrier `bar`): the warps take the other rows first, so that the stream from
+// global memory starts at once, and wait for the copies before their first prefetched row.
 template <int NW, int BM, class E>
 __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
-                                            const long long (&ws1)[NW], const et::bf16* x, long long xs0,
+                                            const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
+                                            long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                             long long xs1, int B, int N, int K, bool vec, E& epi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     constexpr int U = NW == 1 ? 4 : 2;
-    for (int r = warp; r < N; r += warps) {
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int i = warp; i < N; i += warps) {
+        const int r = i < N - P ? P + i : i - (N - P);
+        const bool shared = r < P;
+        if (shared) et::mbar_wait(bar, 0);
         float acc[NW][BM];
 #pragma unroll
         for (int j = 0; j < NW; ++j)
@@ -314,7 +465,11 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
 #pragma unroll
             for (int u = 0; u < U; ++u)
 #pragma unroll
-                for (int j = 0; j < NW; ++j) wr[j][u] = load8<true>(w[j] + r * ws0[j], k0 + 256 * u, K, ws1[j], vec);
+                for (int j = 0; j < NW; ++j) {
+                    const int kk = k0 + 256 * u;
+                    wr[j][u] = shared ? (kk < K ? *reinterpret_cast<const uint4*>(sw[j] + r * srs + kk) : zero)
+                                      : load8<true>(w[j] + r * ws0[j], kk, K, ws1[j], vec);
+                }
 #pragma unroll
             for (int b = 0; b < BM; ++b) {
                 if (b >= B) break;
@@ -350,18 +505,95 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
 #pragma unroll
     for (int j = 0; j < NW; ++j) wv = wv && vec_rows(w[j], ws0[j], ws1[j]);
     const int batch = SB >= 1 ? SB : (B < 8 * NBM ? B : 8 * NBM);
-    if (batch < 1 || N < 1) return;
-    if constexpr (SB == 1) {
-        matvec_simt<NW, 1>(w, ws0, ws1, x, xs0, xs1, 1, N, K, wv, epi);
-    } else {
-        if (SB == -1 && batch == 1)
-            matvec_simt<NW, 1>(w, ws0, ws1, x, xs0, xs1, 1, N, K, wv, epi);
-        else
-            matvec_mma<NW, NBM>(w, ws0, ws1, x, xs0, xs1, batch, N, K, wv, reinterpret_cast<float*>(smem), epi);
+    // the rows a matvec_prefetch of this task copied into the arena, if it copied these
+    // tiles (the copies are read only when every row takes 16-byte loads)
+    MatvecPrefetch* pf = reinterpret_cast<MatvecPrefetch*>(smem);
+    const bool prefetched = pf->tiles != 0u;
+    int P = 0;
+    const et::bf16* sw[NW] = {};
+    if (prefetched) {
+        // the same tiles, and room for this call's partial sums after them
+        bool same = pf->tiles == (unsigned int)NW && pf->k == K && wv &&
+                    pf->end + matvec_partial_bytes(N, K, batch, NW) <= et::arena_capacity();
+#pragma unroll
+        for (int j = 0; j < NW; ++j) {
+            same = same && pf->src[j] == w[j] && pf->stride[j] == ws0[j] && ws1[j] == 1;
+            sw[j] = reinterpret_cast<const et::bf16*>(smem + 128u + (unsigned int)(j * pf->rows) * pf->row_bytes);
+        }
+        P = same ? (pf->rows < N ? pf->rows : N) : 0;
+        // the tensor cores take 16-row groups: a part of one is read from global memory
+        if (batch > 1 && P < N) P -= P % 16;
+        // copies this call does not read may still be landing where its partial sums go;
+        // a warp waits for those it reads before its first prefetched row
+        if (P == 0) et::mbar_wait(&pf->bar, 0);
+    }
+    unsigned long long* bar = P > 0 ? &pf->bar : nullptr;
+    const long long srs = prefetched ? pf->row_bytes / 2 : 0;
+    float* part = reinterpret_cast<float*>(smem + (P > 0 ? pf->end : 128u));
+    if (batch >= 1 && N >= 1) {
+        if constexpr (SB == 1) {
+            matvec_simt<NW, 1>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
+        } else {
+            if (SB == -1 && batch == 1)
+                matvec_simt<NW, 1>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
+            else
+                matvec_mma<NW, NBM>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, epi);
+        }
+    }
+    // every warp is done with the copies (those that read some waited for all of them):
+    // the next prefetch may overwrite them
+    if (prefetched) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            et::mbar_inval(&pf->bar);
+            pf->tiles = 0u;
+        }
     }
 }
 "#] $body)
     };
+}
+
+crate::tile_op! { cuda = matvec_cuda!(r#"
+template <class W>
+__device__ void matvec_prefetch(W w, long long batch, unsigned char* smem) {
+    const et::bf16* ws[1] = {w.ptr};
+    const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
+    matvec_prefetch_core<1>(ws, s0, s1, w.shape[0], w.shape[1], (int)batch, smem);
+}
+"#);
+    smem = |extents| prefetch_bytes(w, 1);
+    /// Starts copying the weight tile `w` of a following GEMV of the same task (`matvec`,
+    /// `matvec_residual` or `matvec_split` of `w` and `x`) into the shared-memory arena
+    /// and returns at once: call it before the task's `wait!`, so that the weights move
+    /// while the producers of `x` still work. As many rows as the arena holds beside the
+    /// partial sums of the GEMV at batch `batch` (x's rows) are copied (bulk copies
+    /// counted on an mbarrier); the GEMV reads those from shared memory and the rest from
+    /// global memory. Nothing is copied where `w`'s rows are not whole 16-byte lines, or
+    /// where the GEMV's tiles or batch differ from the prefetch's: the GEMV then reads
+    /// global memory as without it. Does nothing on the CPU.
+    pub fn matvec_prefetch(w: TileRef<'_, bf16, 2>, batch: i64) {
+        let _ = (w, batch);
+    }
+}
+
+crate::tile_op! { cuda = matvec_cuda!(r#"
+template <class WG, class WU>
+__device__ void matvec_prefetch_pair(WG wg, WU wu, long long batch, unsigned char* smem) {
+    const et::bf16* ws[2] = {wg.ptr, wu.ptr};
+    const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
+    matvec_prefetch_core<2>(ws, s0, s1, wg.shape[0], wg.shape[1], (int)batch, smem);
+}
+"#);
+    smem = |extents| prefetch_bytes(gate, 2);
+    contract {
+        gate[0] == up[0] && gate[1] == up[1] => "the gate and up weight tiles must have the same extents",
+    }
+    /// [`matvec_prefetch`] for a following [`matvec_silu`] of `gate` and `up` at batch
+    /// `batch`: the same rows of both tiles.
+    pub fn matvec_prefetch_pair(gate: TileRef<'_, bf16, 2>, up: TileRef<'_, bf16, 2>, batch: i64) {
+        let _ = (gate, up, batch);
+    }
 }
 
 crate::tile_op! { cuda = matvec_cuda!(r#"
@@ -588,9 +820,11 @@ mod tests {
                         assert!(p.split_k.is_multiple_of(K_GRANULE) && p.splits >= 1, "{what}");
                         assert!((p.splits - 1) * p.split_k < k && p.splits * p.split_k >= k, "{what}");
                         assert_eq!(p.row_stride, 16 * p.groups_per_round + 4, "{what}");
-                        let bytes = arena_bytes(&[rows, k], &[batch, k], mats);
+                        let bytes = partial_bytes(&[rows, k], &[batch, k], mats);
                         assert!(bytes <= ARENA_CAP, "{what}: {bytes} bytes");
-                        assert_eq!(bytes, mats * p.splits * batch * p.row_stride * 4, "{what}");
+                        let sums = if batch > 1 { mats * p.splits * batch * p.row_stride * 4 } else { 0 };
+                        assert_eq!(bytes, sums, "{what}");
+                        assert_eq!(arena_bytes(&[rows, k], &[batch, k], mats), PREFETCH_RECORD + bytes);
                     }
                 }
             }
@@ -609,5 +843,39 @@ mod tests {
         const { assert!(matvec::OP.uses_smem && matvec_silu::OP.uses_smem && matvec_split::OP.uses_smem) };
         // extents of the wrong rank (a contract error elsewhere) declare nothing
         assert_eq!(arena_bytes(&[72], x, 1), 0);
+        assert_eq!(matvec_prefetch::smem(&[w, &[]]), prefetch_bytes(w, 1));
+        assert_eq!(matvec_prefetch_pair::smem(&[w, w, &[]]), prefetch_bytes(w, 2));
+    }
+
+    #[test]
+    fn a_prefetch_takes_the_rows_that_fit_beside_the_partial_sums() {
+        let row = |k: usize| 2 * k + PREFETCH_ROW_PAD;
+        // a 16 x 2048 tile at batch 1 fits whole: the record and 16 padded rows
+        assert_eq!(prefetch_rows(16, 2048, 1, 1, PREFETCH_LIMIT), 16);
+        assert_eq!(prefetch_bytes(&[16, 2048], 1), PREFETCH_RECORD + 16 * row(2048));
+        // gate and up of 64 x 2048: as many rows of both as the limit holds
+        let fit = (PREFETCH_LIMIT - PREFETCH_RECORD) / (2 * row(2048));
+        assert_eq!(prefetch_rows(64, 2048, 1, 2, PREFETCH_LIMIT), fit);
+        assert!(prefetch_bytes(&[64, 2048], 2) <= PREFETCH_LIMIT);
+        // at batch 16 the partial sums come first and the rows are whole 16-row groups
+        let cap = PREFETCH_LIMIT;
+        let r = prefetch_rows(64, 8192, 16, 1, cap);
+        assert!(r % 16 == 0 && r < 64, "{r}");
+        assert!(PREFETCH_RECORD + partial_bytes(&[64, 8192], &[16, 8192], 1) + r * row(8192) <= cap);
+        // rows that are not whole 16-byte lines, or an arena without room, copy nothing
+        assert_eq!(prefetch_rows(16, 2044, 1, 1, cap), 0);
+        assert_eq!(prefetch_rows(16, 2048, 1, 1, 64), 0);
+        for rows in [1, 15, 16, 17, 100, 4096] {
+            for k in [8, 64, 2048, 14336] {
+                for batch in [1, 2, 16, 64] {
+                    for mats in [1, 2] {
+                        let r = prefetch_rows(rows, k, batch, mats, cap);
+                        let used = PREFETCH_RECORD + partial_bytes(&[rows, k], &[batch, k], mats) + mats * r * row(k);
+                        assert!(r <= rows && used <= cap, "{rows} x {k}, batch {batch}, mats {mats}: {r} rows");
+                        assert!(r == rows || batch == 1 || r % 16 == 0, "{rows} x {k}, batch {batch}: {r}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -32,7 +32,10 @@ mod rope;
 pub use argmax::{argmax_merge, argmax_partial};
 pub use attention::{attention_merge, attention_partial, attention_rope_partial};
 pub use elementwise::{elementwise_add, elementwise_scale};
-pub use gemv::{matvec, matvec_residual, matvec_silu, matvec_split, reduce_split, reduce_split_residual};
+pub use gemv::{
+    matvec, matvec_prefetch, matvec_prefetch_pair, matvec_residual, matvec_silu, matvec_split, reduce_split,
+    reduce_split_residual,
+};
 pub use lookup::embed;
 pub use norm::{rms_norm, rms_norm_residual};
 pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos};

@@ -27,20 +27,35 @@ macro_rules! gemv_kernel {
             y: &mut Tensor<f32, { [BT, R * NT] }>,
             y_res: &mut Tensor<bf16, { [BT, R * NT] }>,
             y_silu: &mut Tensor<bf16, { [BT, R * NT] }>,
+            y_whole: &mut Tensor<f32, { [BT, R * 16] }>,
         ) {
             let done = event!([R]);
             tile!(split[r, s] in [R, 4] {
+                // rows of 1026 bf16 are not whole 16-byte lines: nothing is copied
+                matvec_prefetch(w.tile([r, s], [NT, KS]), BT);
                 matvec_split(w.tile([r, s], [NT, KS]), x.tile([0, s], [BT, KS]), part.tile([s, 0, r], [1, BT, NT]));
                 signal!(done[r]);
             });
             tile!(reduce[r] in [R] {
+                // a prefetch that no GEMV of the task reads: the CTA's next prefetch or GEMV retires it
+                matvec_prefetch(wu.tile([r, 0], [NT, KD]), BT);
                 wait!(done[r]);
                 reduce_split_residual(part.tile([0, 0, r], [4, BT, NT]), res.tile([0, r], [BT, NT]), y_split.tile([0, r], [BT, NT]));
             });
             tile!(plain[r] in [R] {
+                // the first rows from shared memory, the rest from global memory; the
+                // residual GEMV without a prefetch; the SiLU GEMV with both of its tiles
+                matvec_prefetch(w.tile([r, 0], [NT, KD]), BT);
                 matvec(w.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y.tile([0, r], [BT, NT]));
                 matvec_residual(w.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), res.tile([0, r], [BT, NT]), y_res.tile([0, r], [BT, NT]));
+                matvec_prefetch_pair(w.tile([r, 0], [NT, KD]), wu.tile([r, 0], [NT, KD]), BT);
                 matvec_silu(w.tile([r, 0], [NT, KD]), wu.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y_silu.tile([0, r], [BT, NT]));
+            });
+            tile!(whole[r] in [R] {
+                // 16 rows fit whole beside the partial sums: every row from shared memory
+                matvec_prefetch(w.tile([r, 0], [16, KD]), BT);
+                wait!(done[r]);
+                matvec(w.tile([r, 0], [16, KD]), x.tile([0, 0], [BT, KD]), y_whole.tile([0, r], [BT, 16]));
             });
         }
     };
@@ -223,8 +238,8 @@ pub fn check_gemv<B: Backend>(
     let wu = Tensor::<bf16>::random(&[n, K], seed + 1);
     let x = Tensor::<bf16>::random(&[batch, K], seed + 2);
     let res = Tensor::<bf16>::random(&[batch, n], seed + 3);
-    let run = |be: &dyn Fn() -> [Tensor<f32>; 5]| be();
-    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 5] {
+    let run = |be: &dyn Fn() -> [Tensor<f32>; 6]| be();
+    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 6] {
         macro_rules! go {
             ($be:expr) => {{
                 let be = $be;
@@ -235,11 +250,13 @@ pub fn check_gemv<B: Backend>(
                 let mut y = be.upload(&Tensor::<f32>::poisoned(&[batch, n])).unwrap();
                 let mut yr = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let mut yl = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
+                let mut yw = be.upload(&Tensor::<f32>::poisoned(&[batch, tiles * 16])).unwrap();
                 let args = (&dw, &dwu, &dx, &dr);
                 macro_rules! launch {
                     ($k:ident) => {
                         $k::launch_with(
                             be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
+                            &mut yw,
                         )
                     };
                 }
@@ -261,6 +278,7 @@ pub fn check_gemv<B: Backend>(
                     be.download(&y).unwrap(),
                     be.download(&yr).unwrap().to_f32(),
                     be.download(&yl).unwrap().to_f32(),
+                    be.download(&yw).unwrap(),
                 ]
             }};
         }
@@ -269,8 +287,16 @@ pub fn check_gemv<B: Backend>(
     let _ = run;
     let want = on(&opts(ScheduleKind::Static, None), true);
     let got = on(&opts(schedule, chaos), false);
-    for (k, what) in
-        ["split-K partials", "split-K + residual", "matvec", "matvec_residual", "matvec_silu"].iter().enumerate()
+    for (k, what) in [
+        "split-K partials",
+        "split-K + residual",
+        "matvec",
+        "matvec_residual",
+        "matvec_silu",
+        "matvec of a whole prefetch",
+    ]
+    .iter()
+    .enumerate()
     {
         close(&format!("batch {batch}, {tiles} tiles: {what}"), &got[k], &want[k], tol);
     }
