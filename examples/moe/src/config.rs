@@ -1,4 +1,6 @@
-//! The layer's shapes and the sizes of its capacity layout.
+//! The layer's shapes and the sizes of the per-token-count capacity layout (used by
+//! `host` and the kernel-per-operator baseline; the megakernel's own layout, which does not
+//! depend on the token count, is `crate::layer::Layout`).
 
 /// The shapes of one MoE layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,9 @@
 //! The layer's dataflow run op by op on host tensors: every task of the megakernel
-//! (`layer.rs`) as one call of the same tile op on the same tiles of the same capacity
-//! layout, in an order its events allow (stage by stage), inactive tasks skipped by the
-//! same condition (`m · R < counts[e]`). It checks the layout and the ops against the
+//! (`layer.rs`) as one call of the same tile op, in an order its events allow (stage by
+//! stage), inactive tasks skipped by the same condition (`m · R < counts[e]`). It uses the
+//! per-token-count capacity layout of [`MoeConfig::capacity`] (the kernel-per-operator
+//! baseline's); the megakernel's layout (`crate::layer::Layout`) places the same tiles at
+//! other rows, which changes no value. It checks the layout and the ops against the
 //! [reference](crate::reference) without the DSL, and is what the `moe` binary runs on
 //! the CPU.
 

@@ -1,13 +1,21 @@
-//! The MoE layer as ONE megakernel, routing decided inside the launch.
+//! The MoE layer as ONE megakernel per layer shape, routing decided inside the launch; one
+//! compilation serves every token count from 1 to the shape's maximum (`T` is a symbolic
+//! dim, read from the input's shape at launch).
 //!
 //! It uses the routing features of the DSL: a group condition after a one-element guard
 //! wait, and `signal!` through an `i32` tensor written in the same launch, on an event
 //! with a declared count (`event!(.., count = ..)`).
 //!
-//! Tasks (`R` rows per token tile, `MT` tiles per expert, capacity `C = R · MT ≥ T`):
-//! - `router[b]` (per block of `RB` tokens): router GEMV to f32 logits, `router_topk`;
-//!   signals `routed[b]`;
-//! - `group[e]`: waits every token block, lists expert `e`'s tokens (`moe_group`);
+//! Layout: token tiles of `R` rows (fixed per shape). `M = ⌈T / R⌉ ≤ MT` token tiles per
+//! expert run (a second symbolic dim, from the gathered rows' shape); the expert outputs
+//! `ye` and the token lists keep the full capacity `C = R · MT` per expert (the combine
+//! finds expert `e`'s slot `p` at row `e · C + p`), while the gathered rows `xe` and the
+//! hidden `he` are tile-major (tile `(e, m)` is row block `m · E + e`), so they shrink
+//! with `T` and every tile index stays affine.
+//!
+//! Tasks:
+//! - `route[t]`: router GEMV of token `t` to f32 logits, `router_topk`; signals `routed[t]`;
+//! - `group[e]`: waits every token, lists expert `e`'s tokens (`moe_group`);
 //!   signals `grouped[e]`;
 //! - `gather[e, m] if m · R < counts[e]`: copies the tile's token rows to `xe`;
 //! - `up[e, m, j] if ..`: `matvec_silu` of the gate/up row tile `j` over the tile's rows;
@@ -21,25 +29,22 @@
 use et_core::prelude::*;
 
 use crate::config::MoeConfig;
-use crate::host::Scratch;
 use crate::reference::Output;
 use crate::weights::MoeWeights;
 
-/// Stamps the layer for one shape and token count: `T` tokens in router blocks of `RB`
-/// (`RT · RB = T`); hidden `H`, `E` experts, top-`K`, intermediate `I`; token tiles of `R`
-/// rows, `MT` per expert; gate/up row tiles of `NI` (`IT · NI = I`), down row tiles of
-/// `ND` (`DT · ND = H`).
+/// Stamps the layer for one shape: up to `TMAX` tokens; hidden `H`, `E` experts, top-`K`,
+/// intermediate `I`; token tiles of `R` rows, at most `MT` per expert (`R · MT = TMAX`);
+/// gate/up row tiles of `NI` (`IT · NI = I`), down row tiles of `ND` (`DT · ND = H`).
 macro_rules! moe_layer {
-    ($name:ident, T = $t:literal, RB = $rb:literal, RT = $rt:literal, H = $h:literal, E = $e:literal, K = $k:literal,
-     I = $i:literal, R = $r:literal, MT = $mt:literal, NI = $ni:literal, IT = $it:literal, ND = $nd:literal,
-     DT = $dt:literal) => {
+    ($name:ident, TMAX = $tmax:literal, H = $h:literal, E = $e:literal, K = $k:literal, I = $i:literal,
+     R = $r:literal, MT = $mt:literal, NI = $ni:literal, IT = $it:literal, ND = $nd:literal, DT = $dt:literal) => {
         const _: () = assert!(
-            $rt * $rb == $t && $r * $mt >= $t && $r * ($mt - 1) < $t && $it * $ni == $i && $dt * $nd == $h,
+            $r * $mt == $tmax && $it * $ni == $i && $dt * $nd == $h,
             "moe_layer!: the tile counts do not cover the layer's sizes"
         );
 
-        /// One MoE layer for a fixed token count as one megakernel (see [`crate::layer`]).
-        #[megakernel(dims(T = $t, RB = $rb, RT = $rt, H = $h, E = $e, K = $k, I = $i, R = $r, MT = $mt, NI = $ni,
+        /// One MoE layer for 1 to `TMAX` tokens as one megakernel (see [`crate::layer`]).
+        #[megakernel(dims(T <= $tmax, M <= $mt, H = $h, E = $e, K = $k, I = $i, R = $r, MT = $mt, NI = $ni,
                           IT = $it, ND = $nd, DT = $dt))]
         pub fn $name(
             x: &Tensor<bf16, { [T, H] }>,
@@ -52,47 +57,47 @@ macro_rules! moe_layer {
             topw: &mut Tensor<f32, { [T, K] }>,
             counts: &mut Tensor<i32, { [E] }>,
             tokens: &mut Tensor<i32, { [E, MT * R] }>,
-            xe: &mut Tensor<bf16, { [E * MT * R, H] }>,
-            he: &mut Tensor<bf16, { [E * MT * R, IT * NI] }>,
+            xe: &mut Tensor<bf16, { [M * E * R, H] }>,
+            he: &mut Tensor<bf16, { [M * E * R, IT * NI] }>,
             ye: &mut Tensor<bf16, { [E * MT * R, DT * ND] }>,
             out: &mut Tensor<bf16, { [T, H] }>,
         ) {
-            let routed = event!([RT]);
+            let routed = event!([T]);
             let grouped = event!([E]);
-            let gathered = event!([E, MT]);
-            let hidden = event!([E, MT]);
+            let gathered = event!([E, M]);
+            let hidden = event!([E, M]);
             // each token receives one signal per (chosen expert, down row tile)
             let done = event!([T], count = K * DT);
-            tile!(route[b] in [RT] {
-                matvec(router.tile([0, 0], [E, H]), x.tile([b, 0], [RB, H]), logits.tile([b, 0], [RB, E]));
-                router_topk(logits.tile([b, 0], [RB, E]), topk.tile([b, 0], [RB, K]), topw.tile([b, 0], [RB, K]));
-                signal!(routed[b]);
+            tile!(route[t] in [T] {
+                matvec(router.tile([0, 0], [E, H]), x.tile([t, 0], [1, H]), logits.tile([t, 0], [1, E]));
+                router_topk(logits.tile([t, 0], [1, E]), topk.tile([t, 0], [1, K]), topw.tile([t, 0], [1, K]));
+                signal!(routed[t]);
             });
             tile!(group[e] in [E] {
                 wait!(routed[..]);
                 moe_group(topk.tile([0, 0], [T, K]), e, counts.tile([e], [1]), tokens.tile([e, 0], [1, MT * R]));
                 signal!(grouped[e]);
             });
-            tile!(gather[e, m] in [E, MT] if m * R < counts[e] {
+            tile!(gather[e, m] in [E, M] if m * R < counts[e] {
                 wait!(grouped[e]);
-                moe_gather(x.tile([0, 0], [T, H]), tokens.tile([e, m], [1, R]), xe.tile([e * MT + m, 0], [R, H]));
+                moe_gather(x.tile([0, 0], [T, H]), tokens.tile([e, m], [1, R]), xe.tile([m * E + e, 0], [R, H]));
                 signal!(gathered[e, m]);
             });
-            tile!(up[e, m, j] in [E, MT, IT] if m * R < counts[e] {
+            tile!(up[e, m, j] in [E, M, IT] if m * R < counts[e] {
                 wait!(grouped[e]);
                 wait!(gathered[e, m]);
                 matvec_silu(
                     w_gate.tile([e * IT + j, 0], [NI, H]),
                     w_up.tile([e * IT + j, 0], [NI, H]),
-                    xe.tile([e * MT + m, 0], [R, H]),
-                    he.tile([e * MT + m, j], [R, NI]),
+                    xe.tile([m * E + e, 0], [R, H]),
+                    he.tile([m * E + e, j], [R, NI]),
                 );
                 signal!(hidden[e, m]);
             });
-            tile!(down[e, m, j] in [E, MT, DT] if m * R < counts[e] {
+            tile!(down[e, m, j] in [E, M, DT] if m * R < counts[e] {
                 wait!(grouped[e]);
                 wait!(hidden[e, m]);
-                matvec(w_down.tile([e * DT + j, 0], [ND, IT * NI]), he.tile([e * MT + m, 0], [R, IT * NI]),
+                matvec(w_down.tile([e * DT + j, 0], [ND, IT * NI]), he.tile([m * E + e, 0], [R, IT * NI]),
                        ye.tile([e * MT + m, j], [R, ND]));
                 signal!(done[tokens[e, m * R .. m * R + R]]);
             });
@@ -113,119 +118,67 @@ macro_rules! moe_layer {
     };
 }
 
-// qwen3-moe: H 2048, E 128, K 8, I 768 (12 gate/up tiles of 64 rows, 16 down tiles of 128)
+// qwen3-moe: H 2048, E 128, K 8, I 768 (12 gate/up tiles of 64 rows, 16 down tiles of
+// 128), up to 1024 tokens in tiles of 16
 moe_layer!(
-    moe_qwen3_t1,
-    T = 1,
-    RB = 1,
-    RT = 1,
-    H = 2048,
-    E = 128,
-    K = 8,
-    I = 768,
-    R = 1,
-    MT = 1,
-    NI = 64,
-    IT = 12,
-    ND = 128,
-    DT = 16
-);
-moe_layer!(
-    moe_qwen3_t16,
-    T = 16,
-    RB = 16,
-    RT = 1,
+    moe_qwen3,
+    TMAX = 1024,
     H = 2048,
     E = 128,
     K = 8,
     I = 768,
     R = 16,
-    MT = 1,
+    MT = 64,
     NI = 64,
     IT = 12,
     ND = 128,
     DT = 16
 );
-// moe_layer!(moe_qwen3_t128, T = 128, RB = 16, RT = 8, H = 2048, E = 128, K = 8, I = 768, R = 16, MT = 8, NI = 64, IT = 12, ND = 128, DT = 16);
-// moe_layer!(moe_qwen3_t1024, T = 1024, RB = 16, RT = 64, H = 2048, E = 128, K = 8, I = 768, R = 16, MT = 64, NI = 64, IT = 12, ND = 128, DT = 16);
-// tiny: H 64, E 8, K 2, I 32 (one gate/up tile, one down tile)
-moe_layer!(
-    moe_tiny_t1,
-    T = 1,
-    RB = 1,
-    RT = 1,
-    H = 64,
-    E = 8,
-    K = 2,
-    I = 32,
-    R = 1,
-    MT = 1,
-    NI = 32,
-    IT = 1,
-    ND = 64,
-    DT = 1
-);
-moe_layer!(
-    moe_tiny_t3,
-    T = 3,
-    RB = 3,
-    RT = 1,
-    H = 64,
-    E = 8,
-    K = 2,
-    I = 32,
-    R = 3,
-    MT = 1,
-    NI = 32,
-    IT = 1,
-    ND = 64,
-    DT = 1
-);
-moe_layer!(
-    moe_tiny_t8,
-    T = 8,
-    RB = 8,
-    RT = 1,
-    H = 64,
-    E = 8,
-    K = 2,
-    I = 32,
-    R = 8,
-    MT = 1,
-    NI = 32,
-    IT = 1,
-    ND = 64,
-    DT = 1
-);
-moe_layer!(
-    moe_tiny_t40,
-    T = 40,
-    RB = 8,
-    RT = 5,
-    H = 64,
-    E = 8,
-    K = 2,
-    I = 32,
-    R = 16,
-    MT = 3,
-    NI = 32,
-    IT = 1,
-    ND = 64,
-    DT = 1
-);
+// tiny: H 64, E 8, K 2, I 32 (one gate/up tile, one down tile), up to 64 tokens in tiles
+// of 4, so small batches already span several tiles and end in a partial one
+moe_layer!(moe_tiny, TMAX = 64, H = 64, E = 8, K = 2, I = 32, R = 4, MT = 16, NI = 32, IT = 1, ND = 64, DT = 1);
 
-/// The token counts stamped for a config name (`qwen3-moe`, `tiny`).
+/// The megakernel's layout for a layer shape: rows per token tile and the most tokens
+/// (`None` for a shape without a megakernel).
+pub fn layout(config: &MoeConfig) -> Option<Layout> {
+    if *config == MoeConfig::QWEN3_MOE {
+        Some(Layout { tile_rows: 16, max_tokens: 1024 })
+    } else if *config == MoeConfig::TINY {
+        Some(Layout { tile_rows: 4, max_tokens: 64 })
+    } else {
+        None
+    }
+}
+
+/// The sizes of a layer megakernel's capacity layout that do not depend on the tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Rows of a token tile (`R`).
+    pub tile_rows: usize,
+    /// The most tokens of a launch (`R · MT`, also each expert's capacity `C`).
+    pub max_tokens: usize,
+}
+
+impl Layout {
+    /// Token tiles per expert that `tokens` tokens need (`M = ⌈T / R⌉`).
+    pub fn token_tiles(&self, tokens: usize) -> usize {
+        tokens.div_ceil(self.tile_rows)
+    }
+}
+
+/// Token counts to test and benchmark a shape at (the megakernel takes any count from 1
+/// to its [`Layout::max_tokens`]; one compilation serves them all).
 pub fn stamped_tokens(config: &MoeConfig) -> &'static [usize] {
     if *config == MoeConfig::QWEN3_MOE {
-        &[1, 16]
+        &[1, 16, 128, 1024]
     } else if *config == MoeConfig::TINY {
-        &[1, 3, 8, 40]
+        &[1, 2, 3, 8, 17, 40, 64]
     } else {
         &[]
     }
 }
 
-/// The layer's megakernel on a backend for one token count: weights and scratch uploaded
+/// The layer's megakernel on a backend for one token count (any, one compilation): weights and scratch uploaded
 /// once, one launch per [`MegaLayer::forward`]. The host never reads routing data during
 /// a launch; `forward` downloads it afterwards for the check against the reference.
 pub struct MegaLayer<'b, Bk: Backend> {
@@ -251,39 +204,38 @@ pub struct MegaLayer<'b, Bk: Backend> {
 
 impl<'b, Bk: Backend> MegaLayer<'b, Bk> {
     /// Uploads the weights and `t` tokens' scratch (poisoned: whatever the launch does not
-    /// write stays NaN or -7).
+    /// write stays NaN or -7). Any `t` from 1 to the shape's [`Layout::max_tokens`].
     pub fn new(backend: &'b Bk, w: &MoeWeights, t: usize, options: LaunchOptions) -> Result<Self, String> {
-        if !stamped_tokens(&w.config).contains(&t) {
-            return Err(format!(
-                "no MoE megakernel stamped for {:?} at {t} tokens (stamped: {:?})",
-                w.config,
-                stamped_tokens(&w.config)
-            ));
+        let cfg = w.config;
+        let lay = layout(&cfg).ok_or_else(|| format!("no MoE megakernel for {cfg:?} (known: qwen3-moe, tiny)"))?;
+        if t == 0 || t > lay.max_tokens {
+            return Err(format!("the MoE megakernel for {cfg:?} takes 1 to {} tokens, not {t}", lay.max_tokens));
         }
-        let s = Scratch::new(&w.config, t);
-        let e = |r: et_core::Error| r.to_string();
-        let nan = |t: &Tensor<bf16>| backend.upload(&Tensor::<bf16>::poisoned(t.shape())).map_err(e);
-        let nan32 = |t: &Tensor<f32>| backend.upload(&Tensor::<f32>::poisoned(t.shape())).map_err(e);
-        let ints = |t: &Tensor<i32>| backend.upload(&Tensor::<i32>::full(t.shape(), -7)).map_err(e);
+        let (h, e, k, i) = (cfg.hidden, cfg.experts, cfg.top_k, cfg.inter);
+        let (c, rows) = (lay.max_tokens, lay.token_tiles(t) * e * lay.tile_rows);
+        let e_ = |r: et_core::Error| r.to_string();
+        let nan = |s: &[usize]| backend.upload(&Tensor::<bf16>::poisoned(s)).map_err(e_);
+        let nan32 = |s: &[usize]| backend.upload(&Tensor::<f32>::poisoned(s)).map_err(e_);
+        let ints = |s: &[usize]| backend.upload(&Tensor::<i32>::full(s, -7)).map_err(e_);
         Ok(MegaLayer {
             backend,
-            config: w.config,
+            config: cfg,
             tokens: t,
             options,
-            x: nan(&s.out)?,
-            router: backend.upload(&w.router).map_err(e)?,
-            gate: backend.upload(&w.gate).map_err(e)?,
-            up: backend.upload(&w.up).map_err(e)?,
-            down: backend.upload(&w.down).map_err(e)?,
-            logits: nan32(&s.logits)?,
-            topk: ints(&s.topk)?,
-            topw: nan32(&s.topw)?,
-            counts: ints(&s.counts)?,
-            list: ints(&s.tokens)?,
-            xe: nan(&s.xe)?,
-            he: nan(&s.he)?,
-            ye: nan(&s.ye)?,
-            out: nan(&s.out)?,
+            x: nan(&[t, h])?,
+            router: backend.upload(&w.router).map_err(e_)?,
+            gate: backend.upload(&w.gate).map_err(e_)?,
+            up: backend.upload(&w.up).map_err(e_)?,
+            down: backend.upload(&w.down).map_err(e_)?,
+            logits: nan32(&[t, e])?,
+            topk: ints(&[t, k])?,
+            topw: nan32(&[t, k])?,
+            counts: ints(&[e])?,
+            list: ints(&[e, c])?,
+            xe: nan(&[rows, h])?,
+            he: nan(&[rows, i])?,
+            ye: nan(&[e * c, h])?,
+            out: nan(&[t, h])?,
         })
     }
 
@@ -322,15 +274,7 @@ impl<'b, Bk: Backend> MegaLayer<'b, Bk> {
                 .map_err(|e| e.to_string())
             };
         }
-        match (self.config == MoeConfig::QWEN3_MOE, self.tokens) {
-            (true, 1) => go!(moe_qwen3_t1),
-            (true, 16) => go!(moe_qwen3_t16),
-            (false, 1) => go!(moe_tiny_t1),
-            (false, 3) => go!(moe_tiny_t3),
-            (false, 8) => go!(moe_tiny_t8),
-            (false, 40) => go!(moe_tiny_t40),
-            (_, t) => Err(format!("no MoE megakernel stamped at {t} tokens")),
-        }
+        if self.config == MoeConfig::QWEN3_MOE { go!(moe_qwen3) } else { go!(moe_tiny) }
     }
 
     /// Sets the input, launches once and downloads what the reference computes.

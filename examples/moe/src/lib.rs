@@ -12,7 +12,8 @@
 //!   `matvec`, `moe_combine`) on host tensors: what the megakernel's tasks compute, in an
 //!   order that satisfies its events; equal to the reference bit for bit;
 //! - `layer.rs`: the layer as ONE `#[megakernel]` with routing decided inside the launch
-//!   (data-dependent tile groups and signals), stamped per token count;
+//!   (data-dependent tile groups and signals), one per layer shape serving every token
+//!   count (symbolic `T`);
 //! - the `moe` binary (`src/main.rs`).
 
 pub mod config;

@@ -47,6 +47,7 @@ fn a_skewed_batch_leaves_most_experts_inactive() {
     let cfg = MoeConfig::TINY;
     let w = MoeWeights::random(&cfg, 3).unwrap();
     let x = weights::tokens(&w, 40, 1.0, 5).unwrap();
+    assert_eq!(moe::layer::layout(&cfg).unwrap().token_tiles(40), 10, "40 tokens span ten tiles of the busy experts");
     let want = Reference::new(&w).forward(&x).unwrap();
     let mut used: Vec<i32> = want.topk.as_slice().to_vec();
     used.sort();
@@ -60,12 +61,30 @@ fn a_skewed_batch_leaves_most_experts_inactive() {
 }
 
 #[test]
+fn token_counts_outside_the_layout_are_errors() {
+    let cfg = MoeConfig::TINY;
+    let w = MoeWeights::random(&cfg, 1).unwrap();
+    let cpu = Cpu::with_workers(2);
+    let max = moe::layer::layout(&cfg).unwrap().max_tokens;
+    for t in [0, max + 1] {
+        let err = MegaLayer::new(&cpu, &w, t, LaunchOptions::default()).err().expect("an error");
+        assert!(err.contains(&format!("takes 1 to {max} tokens, not {t}")), "{err}");
+    }
+    let other = MoeWeights::random(&MoeConfig { experts: 4, ..cfg }, 1).unwrap();
+    let err = MegaLayer::new(&cpu, &other, 1, LaunchOptions::default()).err().expect("an error");
+    assert!(err.contains("no MoE megakernel"), "{err}");
+}
+
+#[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_megakernel_on_the_gpu_equals_the_reference() {
-    let gpu = et_device::Cuda::new(0).expect("a CUDA GPU");
+    // a fresh NVRTC disk cache, so that `compiled` counts this process's compilations
+    let cache = std::env::temp_dir().join(format!("moe-megakernel-{}", std::process::id()));
+    let gpu = et_device::Cuda::new(0).expect("a CUDA GPU").with_cache_dir(Some(cache.clone()));
     for cfg in [MoeConfig::TINY, MoeConfig::QWEN3_MOE] {
         let w = MoeWeights::random(&cfg, 5).unwrap();
         let reference = Reference::new(&w);
+        let mut compiled = Vec::new();
         for &t in stamped_tokens(&cfg) {
             for skew in [0.0, 1.0] {
                 let x = weights::tokens(&w, t, skew, 9).unwrap();
@@ -73,7 +92,9 @@ fn the_megakernel_on_the_gpu_equals_the_reference() {
                 for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
                     let options = LaunchOptions { schedule: Some(schedule), ..LaunchOptions::default() };
                     let mut layer = MegaLayer::new(&gpu, &w, t, options).unwrap();
-                    // twice: the second launch reuses the graph state and its counters
+                    layer.set_input(&x).unwrap();
+                    compiled.push(layer.launch().unwrap().compiled);
+                    // twice more: later launches reuse the graph state and its counters
                     for run in 0..2 {
                         let got = layer.forward(&x).unwrap();
                         check(&got, &want, false, &format!("{cfg:?} T = {t}, skew {skew}, {schedule:?}, run {run}"));
@@ -81,5 +102,12 @@ fn the_megakernel_on_the_gpu_equals_the_reference() {
                 }
             }
         }
+        assert!(compiled[0], "{cfg:?}: the first launch compiles");
+        assert!(
+            compiled[1..].iter().all(|c| !c),
+            "{cfg:?}: one compilation serves every token count {:?} and both schedules: {compiled:?}",
+            stamped_tokens(&cfg)
+        );
     }
+    std::fs::remove_dir_all(&cache).ok();
 }
