@@ -54,7 +54,7 @@ struct Kernel {
     args: Vec<Arg>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Arg {
     /// `int e`: the expert of a per-expert launch.
     Expert,
