@@ -1,192 +1,26 @@
-//! The kernel-per-operator baseline of the MoE layer (`moe`): the layer's tile ops launched
-//! as plain CUDA kernels, one CTA per tile, in the formulation PyTorch users run: router,
-//! top-k and grouping kernels, a host sync to read the group sizes, then per active
-//! expert its gather, gate/up and down launches over its token tiles, then the combine.
+//! The kernel-per-operator baseline of the MoE layer (`moe`): the layer's tile ops on the
+//! layer's tiles (`moe::layer`), each stage launched as its own plain CUDA kernel from Rust
+//! through cudarc, one CTA per tile, on one stream.
 //!
-//! This module holds the translation unit ([`cuda_source`]): the prelude, each op's CUDA
-//! in its own namespace under a `#line` naming its `tile_op!`, the layer's sizes as
-//! `constexpr`s, and one `extern "C"` kernel per stage that builds the stage's tiles from
-//! pointers and `blockIdx.x` exactly as the megakernel's task does from its tile indices.
+//! Two ways to issue a layer ([`Mode`]):
+//! - [`Mode::HostSync`], the grouped-by-expert formulation PyTorch users run: router, top-k
+//!   and grouping kernels, then the host **synchronises and reads the per-expert token
+//!   counts**, then launches gather, gate/up and down for each expert that got tokens,
+//!   over its non-empty token tiles only, then the combine. The sync is the point: what a
+//!   framework pays to size its launches from routing data.
+//! - [`Mode::Capacity`]: no host sync; one launch per stage over every expert's token tiles
+//!   at capacity, each CTA reading `counts[e]` and exiting at once where its tile is empty
+//!   (the `_cap` kernels of [`source`]). Its launches are fixed, as a CUDA graph needs.
+//!
+//! Here: [`source`] (the CUDA translation unit and the stage table), [`launch`] (the
+//! launcher, [`MoeBaseline`]), [`floor`] (the bytes a layer must read), [`report`] (rows,
+//! table, JSON lines) and [`torch`] (reading `moe_torch.py`'s output).
 
-use std::fmt::Write;
+pub mod floor;
+pub mod launch;
+pub mod report;
+pub mod source;
+pub mod torch;
 
-use et_core::TileOp;
-use et_core::ops::{matvec, matvec_silu, moe_combine, moe_gather, moe_group, router_topk};
-use moe::MoeConfig;
-
-/// One stage kernel: its name, its op, its extents (for the op's contract and arena) and
-/// its CUDA parameters and body (`blk` is `blockIdx.x`).
-#[derive(Clone, Debug)]
-pub struct Stage {
-    /// `bl_<stage>`.
-    pub kernel: &'static str,
-    /// The tile op it calls.
-    pub op: &'static TileOp,
-    /// The extents of each op argument (empty for scalars).
-    pub extents: Vec<Vec<usize>>,
-    /// The CUDA parameter list.
-    pub params: &'static str,
-    /// The op call (its arena, if any, is appended).
-    body: &'static str,
-}
-
-impl Stage {
-    /// The op's arena bytes at these extents: the launch's dynamic shared memory.
-    pub fn arena_bytes(&self) -> usize {
-        if !self.op.uses_smem {
-            return 0;
-        }
-        let ext: Vec<&[usize]> = self.extents.iter().map(Vec::as_slice).collect();
-        (self.op.smem)(&ext)
-    }
-
-    /// Checks the op's contract at these extents.
-    pub fn check(&self) -> Result<(), String> {
-        let ext: Vec<&[usize]> = self.extents.iter().map(Vec::as_slice).collect();
-        (self.op.contract)(&ext).map_err(|why| format!("{}: {why}", self.kernel))
-    }
-}
-
-/// The layer's stages for `cfg` at `t` tokens (the sizes of `moe::layer`'s stamps).
-pub fn stages(cfg: &MoeConfig, t: usize) -> Vec<Stage> {
-    let (h, e, k, i) = (cfg.hidden, cfg.experts, cfg.top_k, cfg.inter);
-    let (r, c) = (MoeConfig::tile_rows(t), MoeConfig::capacity(t));
-    let (ni, nd) = (cfg.up_rows(), cfg.down_rows());
-    let v = |x: &[&[usize]]| x.iter().map(|s| s.to_vec()).collect::<Vec<_>>();
-    vec![
-        Stage {
-            kernel: "bl_router",
-            op: &matvec::OP,
-            extents: v(&[&[e, h], &[1, h], &[1, e]]),
-            params: "void* router, void* x, void* logits",
-            body: "op_matvec::matvec(T2(et::bf16, E, H, router, H, 0, 0), T2(et::bf16, 1, H, x, H, blk, 0),
-                      T2(float, 1, E, logits, E, blk, 0));",
-        },
-        Stage {
-            kernel: "bl_topk",
-            op: &router_topk::OP,
-            extents: v(&[&[1, e], &[1, k], &[1, k]]),
-            params: "void* logits, void* topk, void* topw",
-            body: "op_router_topk::router_topk(T2(float, 1, E, logits, E, blk, 0), T2(int, 1, K, topk, K, blk, 0),
-                                  T2(float, 1, K, topw, K, blk, 0));",
-        },
-        Stage {
-            kernel: "bl_group",
-            op: &moe_group::OP,
-            extents: v(&[&[t, k], &[], &[1], &[1, c]]),
-            params: "void* topk, void* counts, void* tokens",
-            body: "op_moe_group::moe_group(T2(int, T, K, topk, K, 0, 0), blk, T1(int, 1, counts, blk),
-                              T2(int, 1, C, tokens, C, blk, 0));",
-        },
-        Stage {
-            kernel: "bl_gather",
-            op: &moe_gather::OP,
-            extents: v(&[&[t, h], &[1, r], &[r, h]]),
-            params: "int e, void* x, void* tokens, void* xe",
-            body: "op_moe_gather::moe_gather(T2(et::bf16, T, H, x, H, 0, 0), T2(int, 1, R, tokens, C, e, blk),
-                                T2(et::bf16, R, H, xe, H, e * MT + blk, 0));",
-        },
-        Stage {
-            kernel: "bl_up",
-            op: &matvec_silu::OP,
-            extents: v(&[&[ni, h], &[ni, h], &[r, h], &[r, ni]]),
-            params: "int e, void* w_gate, void* w_up, void* xe, void* he",
-            body: "const long long m = blk / IT, j = blk % IT;
-    op_matvec_silu::matvec_silu(T2(et::bf16, NI, H, w_gate, H, e * IT + j, 0), T2(et::bf16, NI, H, w_up, H, e * IT + j, 0),
-                                T2(et::bf16, R, H, xe, H, e * MT + m, 0), T2(et::bf16, R, NI, he, I, e * MT + m, j));",
-        },
-        Stage {
-            kernel: "bl_down",
-            op: &matvec::OP,
-            extents: v(&[&[nd, i], &[r, i], &[r, nd]]),
-            params: "int e, void* w_down, void* he, void* ye",
-            body: "const long long m = blk / DT, j = blk % DT;
-    op_matvec::matvec(T2(et::bf16, ND, I, w_down, I, e * DT + j, 0), T2(et::bf16, R, I, he, I, e * MT + m, 0),
-                      T2(et::bf16, R, ND, ye, H, e * MT + m, j));",
-        },
-        Stage {
-            kernel: "bl_combine",
-            op: &moe_combine::OP,
-            extents: v(&[&[1, k], &[1, k], &[], &[e], &[e, c], &[e * c, h], &[1, h]]),
-            params: "void* topk, void* topw, void* counts, void* tokens, void* ye, void* out",
-            body: "op_moe_combine::moe_combine(T2(int, 1, K, topk, K, blk, 0), T2(float, 1, K, topw, K, blk, 0), blk,
-                                  T1(int, E, counts, 0), T2(int, E, C, tokens, C, 0, 0), T2(et::bf16, E * C, H, ye, H, 0, 0),
-                                  T2(et::bf16, 1, H, out, H, blk, 0));",
-        },
-    ]
-}
-
-const HELPERS: &str = r#"
-namespace bl {
-// a contiguous row-major tensor at `p` whose trailing extent is `n1`
-__device__ __forceinline__ et::TensorArg arg(void* p, long long n1 = 1) {
-    et::TensorArg a = {};
-    a.ptr = p;
-    a.stride[0] = n1;
-    a.stride[1] = 1;
-    return a;
-}
-}  // namespace bl
-#define T1(T, E0, P, I0) et::make_tile<T, 1, et::Ext<E0>>(bl::arg(P), {(long long)(I0)}, {E0})
-#define T2(T, E0, E1, P, N1, I0, I1) \
-    et::make_tile<T, 2, et::Ext<E0, E1>>(bl::arg(P, N1), {(long long)(I0), (long long)(I1)}, {E0, E1})
-"#;
-
-/// The whole translation unit for `cfg` at `t` tokens, CTAs of `threads` threads; an
-/// error when a stage breaks its op's contract.
-pub fn cuda_source(cfg: &MoeConfig, t: usize, threads: u32) -> Result<String, String> {
-    let stages = stages(cfg, t);
-    let mut src = et_core::cuda_prelude();
-    let mut seen: Vec<&str> = Vec::new();
-    for st in &stages {
-        st.check()?;
-        if seen.contains(&st.op.path) {
-            continue;
-        }
-        seen.push(st.op.path);
-        let op = st.op;
-        let _ = write!(
-            src,
-            "\n// tile op {}\nnamespace op_{} {{\n#line {} \"{}\"\n{}\n}}\n",
-            op.path, op.name, op.line, op.file, op.cuda
-        );
-    }
-    src.push_str("\n#line 1 \"<et-benches moe_baseline>\"\n");
-    src.push_str(HELPERS);
-    let sizes = [
-        ("T", t),
-        ("H", cfg.hidden),
-        ("E", cfg.experts),
-        ("K", cfg.top_k),
-        ("I", cfg.inter),
-        ("R", MoeConfig::tile_rows(t)),
-        ("MT", MoeConfig::token_tiles(t)),
-        ("C", MoeConfig::capacity(t)),
-        ("NI", cfg.up_rows()),
-        ("IT", cfg.inter / cfg.up_rows()),
-        ("ND", cfg.down_rows()),
-        ("DT", cfg.hidden / cfg.down_rows()),
-    ];
-    src.push_str("namespace sz {\n");
-    for (name, v) in sizes {
-        let _ = writeln!(src, "constexpr int {name} = {v};");
-    }
-    src.push_str("}  // namespace sz\n");
-    for st in &stages {
-        let _ = write!(
-            src,
-            "\nextern \"C\" __global__ void __launch_bounds__({threads}, 1) {}({}) {{\n    using namespace sz;\n    \
-             const long long blk = blockIdx.x;\n",
-            st.kernel, st.params
-        );
-        let body = match st.body.strip_suffix(");") {
-            Some(call) if st.op.uses_smem => {
-                src.push_str("    extern __shared__ __align__(128) unsigned char bl_arena[];\n");
-                format!("{call}, bl_arena);")
-            }
-            _ => st.body.to_string(),
-        };
-        let _ = write!(src, "    {body}\n}}\n");
-    }
-    Ok(src)
-}
+pub use launch::{Mode, MoeBaseline, RunResult};
+pub use source::{Stage, cuda_source, stages};
