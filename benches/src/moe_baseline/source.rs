@@ -220,7 +220,11 @@ fn kernel(src: &mut String, threads: u32, st: &Stage, name: &str, params: &str, 
     );
     let body = match st.body.strip_suffix(");") {
         Some(call) if st.op.uses_smem => {
-            src.push_str("    extern __shared__ __align__(128) unsigned char bl_arena[];\n");
+            // the arena's state words start zeroed, as in a megakernel (`et::arena_init`)
+            src.push_str(
+                "    extern __shared__ __align__(128) unsigned char bl_arena[];\n    et::arena_init(bl_arena);\n    \
+                 __syncthreads();\n",
+            );
             format!("{call}, bl_arena);")
         }
         _ => st.body.to_string(),
