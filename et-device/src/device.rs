@@ -13,7 +13,9 @@ use crate::abort::Abort;
 use crate::availability::driver_available;
 use crate::checked::{self, CheckCache, Checked};
 use crate::compile::Compiler;
-use crate::driver::{MappedWords, copy_on_device, copy_to_device, copy_words_to_host, launch_cooperative, open_context};
+use crate::driver::{
+    MappedWords, copy_on_device, copy_to_device, copy_words_to_host, launch_cooperative, open_context,
+};
 use crate::memory::{CudaTensor, as_bytes, from_bytes};
 use crate::modules::{self, ModuleCache};
 use crate::runtime::{GraphState, Runtime};
@@ -346,7 +348,7 @@ impl Backend for Cuda {
                 loaded.smem_bytes as u32,
                 &self.stream,
                 &rt,
-                &words,
+                words,
             )
         }
         .map_err(device_err("launching the megakernel"))?;

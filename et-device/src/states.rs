@@ -65,6 +65,7 @@ impl PartialEq<StateProbe<'_>> for StateKey {
 /// freed, so its address cannot be reused by another description. Comparing the Llama
 /// step's description in full took about 3 us a launch.
 pub(crate) fn same_spec(a: &GraphSpec, b: &GraphSpec) -> bool {
+    #[allow(clippy::ptr_arg, reason = "whether the list is borrowed is what is asked")]
     fn same<T: ?Sized + ToOwned + PartialEq>(a: &Cow<'static, T>, b: &Cow<'static, T>) -> bool {
         match (a, b) {
             (Cow::Borrowed(x), Cow::Borrowed(y)) if std::ptr::eq(*x, *y) => true,
@@ -102,5 +103,22 @@ mod tests {
         assert!(key != StateProbe { launch: Launch { grid: 5, ..launch }, ..probe(&data) });
         let other = &splitk::splitk_gemm::KERNEL.graph;
         assert!(key != StateProbe { spec: other, ..probe(&data) });
+    }
+
+    #[test]
+    fn specs_compare_by_address_only_where_both_borrow_the_same_static_data() {
+        let spec = &splitk::split_row_sum::KERNEL.graph;
+        assert!(same_spec(spec, &spec.clone()));
+        // an owned copy is compared in full: equal content is equal
+        let owned = GraphSpec { tensors: Cow::Owned(spec.tensors.to_vec()), ..spec.clone() };
+        assert!(same_spec(spec, &owned) && same_spec(&owned, spec));
+        let mut renamed = owned.tensors.to_vec();
+        renamed[0].name = "renamed".into();
+        let changed = GraphSpec { tensors: Cow::Owned(renamed), ..spec.clone() };
+        assert!(!same_spec(spec, &changed) && !same_spec(&changed, &owned));
+        assert_eq!(same_spec(spec, &changed), *spec == changed);
+        let dynamic = GraphSpec { schedule: ScheduleKind::Dynamic, ..spec.clone() };
+        assert!(!same_spec(spec, &dynamic));
+        assert!(!same_spec(spec, &splitk::splitk_gemm::KERNEL.graph));
     }
 }
