@@ -136,6 +136,17 @@ pub trait Backend {
     /// Copies a backend tensor back to the host.
     fn download<T: Element>(&self, tensor: &Self::Tensor<T>) -> Result<crate::Tensor<T>>;
 
+    /// Copies `host` into the existing `tensor`, which must have as many elements, without
+    /// allocating. The copy is ordered before every later launch and copy of this backend
+    /// (a GPU backend may enqueue it and return before it lands; `host` may be reused on
+    /// return). A length mismatch is an error and leaves `tensor` as it was.
+    fn write<T: Element>(&self, tensor: &mut Self::Tensor<T>, host: &[T]) -> Result<()>;
+
+    /// Copies `src` into `dst`, of the same shape, inside the backend's memory (no round
+    /// trip through the host), ordered like [`Backend::write`]. A shape mismatch, or two
+    /// tensors sharing memory, is an error and leaves `dst` as it was.
+    fn copy<T: Element>(&self, src: &Self::Tensor<T>, dst: &mut Self::Tensor<T>) -> Result<()>;
+
     /// Runs `kernel` once over `args` (in signature order) and waits for it. The generated
     /// `launch`/`launch_with` of each megakernel call this safely.
     ///

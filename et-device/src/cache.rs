@@ -26,8 +26,11 @@ impl<K, V> Lru<K, V> {
     {
         let hit = match self.entries.iter().position(|(k, _)| k == probe) {
             Some(i) => {
-                let entry = self.entries.remove(i);
-                self.entries.push(entry);
+                // a repeated launch hits the most recent entry, which stays where it is
+                if i + 1 != self.entries.len() {
+                    let entry = self.entries.remove(i);
+                    self.entries.push(entry);
+                }
                 true
             }
             None => {

@@ -6,13 +6,16 @@ use std::time::Duration;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 use et_core::graph::ScheduleKind;
-use et_core::graph::resolve::{LaunchTensors, data_tensors, resolve_dims};
+use et_core::graph::resolve::LaunchTensors;
 use et_core::{Backend, DType, Element, Error, Kernel, KernelEntry, LaunchOptions, LaunchReport, RawTensor, Tensor};
 
 use crate::abort::Abort;
 use crate::availability::driver_available;
+use crate::checked::{self, CheckCache, Checked};
 use crate::compile::Compiler;
-use crate::driver::{MappedWords, copy_words_to_host, launch_cooperative, open_context};
+use crate::driver::{
+    MappedWords, copy_on_device, copy_to_device, copy_words_to_host, launch_cooperative, open_context,
+};
 use crate::memory::{CudaTensor, as_bytes, from_bytes};
 use crate::modules::{self, ModuleCache};
 use crate::runtime::{GraphState, Runtime};
@@ -25,6 +28,8 @@ pub(crate) fn device_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
 /// What launches share, behind one lock (launches on a `Cuda` are serialised).
 struct Launcher {
     modules: ModuleCache,
+    /// The dims of the shapes each kernel was launched with (solved and checked once).
+    checked: CheckCache,
     states: StateCache,
     /// Host-mapped word the kernel sets on an abort, read after the launch without a copy.
     status: MappedWords,
@@ -41,6 +46,8 @@ pub struct Cuda {
     name: String,
     sms: usize,
     compiler: Compiler,
+    /// [`Backend::describe`]'s text, made once (every launch report carries it).
+    description: String,
     launcher: Mutex<Launcher>,
 }
 
@@ -82,18 +89,21 @@ impl Cuda {
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let launcher = Launcher {
             modules: ModuleCache::new(modules::CAPACITY),
+            checked: CheckCache::new(checked::CAPACITY),
             states: StateCache::new(states::CAPACITY),
             status: MappedWords::new(&ctx, 1).map_err(device_err("allocating the status word"))?,
             start: ctx.new_event(timing).map_err(device_err("creating an event"))?,
             end: ctx.new_event(timing).map_err(device_err("creating an event"))?,
             fault: None,
         };
-        Ok(Cuda { ctx, stream, name, sms, compiler, launcher: Mutex::new(launcher) })
+        let description = format!("cuda: {name} ({sms} SMs, {})", compiler.arch());
+        Ok(Cuda { ctx, stream, name, sms, compiler, description, launcher: Mutex::new(launcher) })
     }
 
     /// Uses `dir` as the compile cache of this backend (see [`Compiler::with_cache_dir`]).
     pub fn with_cache_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
         self.compiler = self.compiler.with_cache_dir(dir);
+        self.description = format!("cuda: {} ({} SMs, {})", self.name, self.sms, self.compiler.arch());
         self
     }
 
@@ -154,9 +164,10 @@ struct DeviceTensors<'a> {
 }
 
 impl<'a> DeviceTensors<'a> {
-    fn read(kernel: &Kernel, args: &'a [RawTensor]) -> Result<Self, Error> {
+    /// Reads the integers of tensors `data_tensors` (the graph's `data_tensors`).
+    fn read(data_tensors: &[u16], args: &'a [RawTensor]) -> Result<Self, Error> {
         let mut data = vec![None; args.len()];
-        for t in data_tensors(&kernel.graph) {
+        for &t in data_tensors {
             let raw = &args[t as usize];
             let mut buf = vec![0u32; raw.len()];
             // SAFETY: `raw` is a live device tensor of `len` 4-byte integers (the dtypes
@@ -186,11 +197,11 @@ impl LaunchTensors for DeviceTensors<'_> {
 /// The borrow checker rejects this for tensors and their views; this catches the rest (a
 /// view's tensor swapped out of the view, hand-made arguments).
 fn check_no_alias(kernel: &Kernel, args: &[RawTensor]) -> Result<(), Error> {
-    let span = |a: &RawTensor| (a.addr, a.addr + (a.len() * a.dtype.size()) as u64);
-    for (i, a) in args.iter().enumerate() {
+    // each span once: recomputing them per pair took most of 4 us a launch of the Llama step
+    let spans: Vec<(u64, u64)> = args.iter().map(|a| (a.addr, a.addr + (a.len() * a.dtype.size()) as u64)).collect();
+    for (i, &(a0, a1)) in spans.iter().enumerate() {
         let written = kernel.graph.tensors.get(i).is_some_and(|t| t.access == et_core::graph::Access::Write);
-        for (j, b) in args.iter().enumerate().filter(|&(j, _)| j != i && written) {
-            let ((a0, a1), (b0, b1)) = (span(a), span(b));
+        for (j, &(b0, b1)) in spans.iter().enumerate().filter(|&(j, _)| j != i && written) {
             if a0 < b1 && b0 < a1 {
                 let name = |k: usize| kernel.graph.tensors.get(k).map_or("?".to_string(), |t| t.name.to_string());
                 return Err(Error::Shape(format!(
@@ -209,7 +220,7 @@ impl Backend for Cuda {
     type Tensor<T: Element> = CudaTensor<T>;
 
     fn describe(&self) -> String {
-        format!("cuda: {} ({} SMs, {})", self.name, self.sms, self.compiler.arch())
+        self.description.clone()
     }
 
     fn upload<T: Element>(&self, host: &Tensor<T>) -> Result<CudaTensor<T>, Error> {
@@ -226,6 +237,44 @@ impl Backend for Cuda {
             self.stream.clone_dtoh(&t.bytes()).map_err(device_err("downloading a tensor"))?
         };
         Tensor::from_vec(t.shape(), from_bytes(&bytes))
+    }
+
+    /// Enqueues the copy on this backend's stream: later launches and copies see it.
+    fn write<T: Element>(&self, tensor: &mut CudaTensor<T>, host: &[T]) -> Result<(), Error> {
+        if host.len() != tensor.len() {
+            return Err(Error::Shape(format!(
+                "writing {} elements into a tensor of shape {:?} ({} elements)",
+                host.len(),
+                tensor.shape(),
+                tensor.len()
+            )));
+        }
+        self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
+        let bytes = as_bytes(host);
+        // SAFETY: the tensor is live and holds `bytes.len()` bytes at its address (the
+        // lengths match); the unique borrow excludes every other use of them meanwhile,
+        // and this backend's launches and copies all run on `self.stream`.
+        unsafe { copy_to_device(tensor.addr(), bytes, &self.stream) }.map_err(device_err("writing a tensor"))
+    }
+
+    /// Enqueues the copy on this backend's stream: later launches and copies see it.
+    fn copy<T: Element>(&self, src: &CudaTensor<T>, dst: &mut CudaTensor<T>) -> Result<(), Error> {
+        if src.shape() != dst.shape() {
+            return Err(Error::Shape(format!(
+                "copying a tensor of shape {:?} into one of shape {:?}",
+                src.shape(),
+                dst.shape()
+            )));
+        }
+        let (s, d, n) = (src.addr(), dst.addr(), src.num_bytes() as u64);
+        if n > 0 && s < d + n && d < s + n {
+            return Err(Error::Shape("copying a tensor into memory that it shares".into()));
+        }
+        self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
+        // SAFETY: both tensors are live and hold `n` bytes at their addresses (equal
+        // shapes), they do not overlap (checked), the unique borrow of `dst` excludes
+        // every other use of it, and all of this backend's work runs on `self.stream`.
+        unsafe { copy_on_device(d, s, n as usize, &self.stream) }.map_err(device_err("copying a tensor"))
     }
 
     /// Runs `kernel` as one cooperative launch and waits for it. A kernel that a device
@@ -247,7 +296,7 @@ impl Backend for Cuda {
         check_no_alias(kernel, args)?;
         self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
         let mut guard = self.launcher()?;
-        let Launcher { modules, states, status, start, end, fault } = &mut *guard;
+        let Launcher { modules, checked, states, status, start, end, fault } = &mut *guard;
         let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel)?;
         let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
         let launch = Launch {
@@ -256,13 +305,11 @@ impl Backend for Cuda {
             placement: options.placement,
         };
 
-        // Dims are solved (and every shape checked) on each launch; the task graph is
-        // resolved again only for a new key (shapes, index data, options).
-        let shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape.clone()).collect();
-        let dims = resolve_dims(&kernel.graph, &shapes)?;
-        kernel.check_op_calls(&dims)?;
-        let tensors = DeviceTensors::read(kernel, args)?;
-        let probe = StateProbe { spec: &kernel.graph, launch, dims: &dims, data: &tensors.data };
+        // Dims are solved (and every shape and op call checked) once per kernel and shapes;
+        // the task graph is resolved again only for a new key (shapes, index data, options).
+        let Checked { dims, data } = checked::check(checked, kernel, args)?;
+        let tensors = DeviceTensors::read(data, args)?;
+        let probe = StateProbe { spec: &kernel.graph, launch, dims, data: &tensors.data };
         let (state, _) = states.get_or_try_insert(&probe, || {
             let state =
                 GraphState::new(&self.stream, &kernel.graph, &tensors, schedule, launch.grid, launch.placement)?;
@@ -273,14 +320,13 @@ impl Backend for Cuda {
             self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
         }
         // events whose signals per launch depend on the launch's data count from zero
-        for (e, layout) in state.resolved().events.clone().iter().enumerate() {
-            if layout.len > 0 && kernel.graph.resets_per_launch(e as u16) {
-                let range = layout.offset as usize..(layout.offset + layout.len) as usize;
-                let mut view = state.counters.slice_mut(range);
-                self.stream.memset_zeros(&mut view).map_err(device_err("resetting routed event counters"))?;
-            }
+        for range in &state.resets {
+            let mut view = state.counters.slice_mut(range.clone());
+            self.stream.memset_zeros(&mut view).map_err(device_err("resetting routed event counters"))?;
         }
-        status.set(0, 0).map_err(device_err("clearing the status word"))?;
+        if !status.set(0, 0) {
+            return Err(Error::Device("clearing the status word: it is not mapped".into()));
+        }
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
         // the epoch advances only once the launch is enqueued: a failed launch leaves the
         // counters and the epoch in step
@@ -302,7 +348,7 @@ impl Backend for Cuda {
                 loaded.smem_bytes as u32,
                 &self.stream,
                 &rt,
-                &words,
+                words,
             )
         }
         .map_err(device_err("launching the megakernel"))?;
@@ -321,7 +367,7 @@ impl Backend for Cuda {
         let elapsed_ms = start.elapsed_ms(end).map_err(device_err("reading the timer"))?;
         let elapsed = Duration::from_secs_f64(elapsed_ms as f64 / 1e3);
 
-        if status.get(0).map_err(device_err("reading the status word"))? != 0 {
+        if status.get(0).ok_or_else(|| Error::Device("reading the status word: it is not mapped".into()))? != 0 {
             return Err(self.aborted(state, args, options));
         }
         if let Some(path) = &options.trace {

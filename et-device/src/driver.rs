@@ -53,9 +53,19 @@ fn single_stream(ctx: &CudaContext) {
 /// Host words that the device can write through a mapped address (the abort status, read
 /// after a launch without a copy).
 pub(crate) struct MappedWords {
-    host: PinnedHostSlice<u32>,
+    /// Owns the allocation `words` points into.
+    _host: PinnedHostSlice<u32>,
+    /// The words, read and written directly: the safe slice accessors synchronise an event
+    /// on every call, two driver calls a launch that the stream's synchronisation makes
+    /// unnecessary.
+    words: *mut u32,
+    len: usize,
     device: u64,
 }
+
+// SAFETY: `words` points into `_host`, which this value owns and which is `Send`; nothing
+// else holds the pointer on the host.
+unsafe impl Send for MappedWords {}
 
 impl MappedWords {
     /// `n` zeroed words, mapped into `ctx`'s address space.
@@ -68,7 +78,7 @@ impl MappedWords {
         let mut device = 0u64;
         // SAFETY: `ptr` is a live DEVICEMAP allocation of this context.
         unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, ptr as *mut c_void, 0) }.result()?;
-        Ok(MappedWords { host, device })
+        Ok(MappedWords { _host: host, words: ptr, len: n, device })
     }
 
     /// The address kernels write through.
@@ -76,16 +86,54 @@ impl MappedWords {
         self.device
     }
 
-    /// Word `i` (read after the stream was synchronised).
-    pub fn get(&self, i: usize) -> Result<u32, DriverError> {
-        Ok(self.host.as_slice()?[i])
+    /// Word `i` (read after the stream was synchronised, so every kernel write to it has
+    /// landed); `None` past the end.
+    pub fn get(&self, i: usize) -> Option<u32> {
+        // SAFETY: `i < len` words of the live allocation; volatile, since the device
+        // writes the word behind the compiler's back.
+        (i < self.len).then(|| unsafe { self.words.add(i).read_volatile() })
     }
 
-    /// Sets word `i` (before a launch).
-    pub fn set(&mut self, i: usize, v: u32) -> Result<(), DriverError> {
-        self.host.as_mut_slice()?[i] = v;
-        Ok(())
+    /// Sets word `i` (before a launch, with no kernel running); `false` past the end.
+    pub fn set(&mut self, i: usize, v: u32) -> bool {
+        if i >= self.len {
+            return false;
+        }
+        // SAFETY: as in `get`; the launch that follows is ordered after this host write.
+        unsafe { self.words.add(i).write_volatile(v) };
+        true
     }
+}
+
+/// Copies `src` to device address `dst` on `stream`, ordered after the stream's earlier
+/// work and before its later work. `src` may be reused once this returns: the driver
+/// stages pageable host memory before it returns.
+///
+/// # Safety
+/// `dst` must address at least `src.len()` bytes of a live allocation of `stream`'s
+/// context that nothing reads or writes outside `stream`'s order until the stream is
+/// synchronised.
+pub(crate) unsafe fn copy_to_device(dst: u64, src: &[u8], stream: &CudaStream) -> Result<(), DriverError> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: forwarded to the caller.
+    unsafe { result::memcpy_htod_async(dst, src, stream.cu_stream()) }
+}
+
+/// Copies `bytes` bytes from device address `src` to device address `dst` on `stream`,
+/// in its order.
+///
+/// # Safety
+/// `src` and `dst` must each address at least `bytes` bytes of live allocations of
+/// `stream`'s context, must not overlap, and `dst` must not be read or written outside
+/// `stream`'s order until the stream is synchronised.
+pub(crate) unsafe fn copy_on_device(dst: u64, src: u64, bytes: usize, stream: &CudaStream) -> Result<(), DriverError> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    // SAFETY: forwarded to the caller.
+    unsafe { result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }
 }
 
 /// Copies `dst.len()` words from device address `src` (synchronously).

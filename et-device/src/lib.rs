@@ -13,7 +13,8 @@
 //! safety argument; the rest speaks in cudarc's safe types.
 //!
 //! Nothing here panics when CUDA is missing: [`Cuda::new`] and [`Compiler::new`] return
-//! [`et_core::Error::Unavailable`] saying what is missing.
+//! [`et_core::Error::Unavailable`] saying what is missing, and [`auto_backend`] runs a
+//! program's work on the GPU where one opens, else on the CPU backend.
 //!
 //! ```no_run
 //! use et_core::prelude::*;
@@ -59,8 +60,10 @@
 //!
 
 mod abort;
+mod auto;
 mod availability;
 mod cache;
+mod checked;
 pub mod compile;
 mod device;
 mod driver;
@@ -70,6 +73,7 @@ mod runtime;
 mod states;
 mod trace;
 
+pub use auto::{OnBackend, auto_backend};
 pub use availability::{driver_available, nvrtc_available};
 pub use compile::{CompileOutput, Compiler};
 pub use device::Cuda;

@@ -1,6 +1,7 @@
 //! The device-side runtime state of one resolved task graph, and the kernel arguments
 //! packed from it by the ABI of `et_core::abi` (`Runtime` and `EtArgs`).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
@@ -45,6 +46,13 @@ pub(crate) struct GraphState {
     /// `EtArgs` for this graph, without the tensors.
     args: EtArgs,
     layout: ArgsLayout,
+    /// The counters zeroed before every launch: those of the events whose signals per
+    /// launch depend on the launch's data (`GraphSpec::resets_per_launch`), adjacent
+    /// ranges merged.
+    pub resets: Vec<Range<usize>>,
+    /// The last launch's tensors and the `EtArgs` block packed for them: a launch over the
+    /// same tensors (a decode step over its persistent buffers) reuses the block.
+    packed: Option<(Vec<RawTensor>, Vec<u8>)>,
 }
 
 fn device_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
@@ -113,6 +121,16 @@ impl GraphState {
             }
             consumer_offsets.push((consumers.len() / 4) as u32);
         }
+        let mut resets: Vec<Range<usize>> = Vec::new();
+        for (e, layout) in r.events.iter().enumerate() {
+            if layout.len > 0 && r.spec.resets_per_launch(e as u16) {
+                let range = layout.offset as usize..(layout.offset + layout.len) as usize;
+                match resets.last_mut() {
+                    Some(last) if last.end == range.start => last.end = range.end,
+                    _ => resets.push(range),
+                }
+            }
+        }
         let tagged = |t: u32| [entry(t), early.batch_of[t as usize]];
         let seeds: Vec<u32> = plan.seeds.iter().flat_map(|&t| tagged(t)).collect();
         let batch_items: Vec<u32> = early.items.iter().flat_map(|&t| tagged(t)).collect();
@@ -137,6 +155,8 @@ impl GraphState {
             batch_items: upload(stream, &batch_items)?,
             args,
             layout,
+            resets,
+            packed: None,
             resolved,
             _spec: spec,
         })
@@ -171,8 +191,14 @@ impl GraphState {
         }
     }
 
-    /// The `EtArgs` block of a launch over `args`, packed by the ABI's layout.
-    pub fn kernel_args(&self, args: &[RawTensor]) -> Result<Vec<u8>, Error> {
-        self.layout.pack(&self.args.with_tensors(args)?)
+    /// The `EtArgs` block of a launch over `args`, packed by the ABI's layout (the last
+    /// launch's block when its tensors were the same).
+    pub fn kernel_args(&mut self, args: &[RawTensor]) -> Result<&[u8], Error> {
+        // taken out first: a failed packing leaves no block standing
+        let packed = match self.packed.take() {
+            Some(packed) if packed.0.as_slice() == args => packed,
+            _ => (args.to_vec(), self.layout.pack(&self.args.with_tensors(args)?)?),
+        };
+        Ok(&self.packed.insert(packed).1)
     }
 }

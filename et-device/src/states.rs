@@ -7,6 +7,8 @@
 //! [`CAPACITY`] states are kept; a new one evicts the least recently used (its device
 //! buffers are freed).
 
+use std::borrow::Cow;
+
 use et_core::graph::GraphSpec;
 use et_core::graph::ScheduleKind;
 use et_core::graph::schedule::Placement;
@@ -53,8 +55,29 @@ impl StateProbe<'_> {
 impl PartialEq<StateProbe<'_>> for StateKey {
     fn eq(&self, p: &StateProbe<'_>) -> bool {
         // cheapest comparisons first
-        self.launch == p.launch && self.dims == p.dims && self.data == p.data && self.spec == *p.spec
+        self.launch == p.launch && self.dims == p.dims && self.data == p.data && same_spec(&self.spec, p.spec)
     }
+}
+
+/// Whether two graph descriptions are equal, as `==` says, without walking the lists
+/// that both borrow from the same `'static` data (a generated kernel's lists are
+/// `'static`, and a key's clone of them borrows the same data): `'static` data is never
+/// freed, so its address cannot be reused by another description. Comparing the Llama
+/// step's description in full took about 3 us a launch.
+pub(crate) fn same_spec(a: &GraphSpec, b: &GraphSpec) -> bool {
+    #[allow(clippy::ptr_arg, reason = "whether the list is borrowed is what is asked")]
+    fn same<T: ?Sized + ToOwned + PartialEq>(a: &Cow<'static, T>, b: &Cow<'static, T>) -> bool {
+        match (a, b) {
+            (Cow::Borrowed(x), Cow::Borrowed(y)) if std::ptr::eq(*x, *y) => true,
+            _ => **a == **b,
+        }
+    }
+    a.schedule == b.schedule
+        && same(&a.name, &b.name)
+        && same(&a.dims, &b.dims)
+        && same(&a.tensors, &b.tensors)
+        && same(&a.events, &b.events)
+        && same(&a.groups, &b.groups)
 }
 
 /// The device states of one backend.
@@ -80,5 +103,22 @@ mod tests {
         assert!(key != StateProbe { launch: Launch { grid: 5, ..launch }, ..probe(&data) });
         let other = &splitk::splitk_gemm::KERNEL.graph;
         assert!(key != StateProbe { spec: other, ..probe(&data) });
+    }
+
+    #[test]
+    fn specs_compare_by_address_only_where_both_borrow_the_same_static_data() {
+        let spec = &splitk::split_row_sum::KERNEL.graph;
+        assert!(same_spec(spec, &spec.clone()));
+        // an owned copy is compared in full: equal content is equal
+        let owned = GraphSpec { tensors: Cow::Owned(spec.tensors.to_vec()), ..spec.clone() };
+        assert!(same_spec(spec, &owned) && same_spec(&owned, spec));
+        let mut renamed = owned.tensors.to_vec();
+        renamed[0].name = "renamed".into();
+        let changed = GraphSpec { tensors: Cow::Owned(renamed), ..spec.clone() };
+        assert!(!same_spec(spec, &changed) && !same_spec(&changed, &owned));
+        assert_eq!(same_spec(spec, &changed), *spec == changed);
+        let dynamic = GraphSpec { schedule: ScheduleKind::Dynamic, ..spec.clone() };
+        assert!(!same_spec(spec, &dynamic));
+        assert!(!same_spec(spec, &splitk::splitk_gemm::KERNEL.graph));
     }
 }

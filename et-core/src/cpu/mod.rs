@@ -94,6 +94,32 @@ impl Backend for Cpu {
         Ok(tensor.clone())
     }
 
+    fn write<T: Element>(&self, tensor: &mut Tensor<T>, host: &[T]) -> Result<()> {
+        if host.len() != tensor.len() {
+            return Err(Error::Shape(format!(
+                "writing {} elements into a tensor of shape {:?} ({} elements)",
+                host.len(),
+                tensor.shape(),
+                tensor.len()
+            )));
+        }
+        tensor.as_mut_slice().copy_from_slice(host);
+        Ok(())
+    }
+
+    /// Host tensors own their memory, so `src` and `dst` never share it.
+    fn copy<T: Element>(&self, src: &Tensor<T>, dst: &mut Tensor<T>) -> Result<()> {
+        if src.shape() != dst.shape() {
+            return Err(Error::Shape(format!(
+                "copying a tensor of shape {:?} into one of shape {:?}",
+                src.shape(),
+                dst.shape()
+            )));
+        }
+        dst.as_mut_slice().copy_from_slice(src.as_slice());
+        Ok(())
+    }
+
     unsafe fn launch(
         &self,
         entry: &KernelEntry<'_>,

@@ -4,8 +4,10 @@
 //! [`Decoder::new`] picks the megakernel stamped for the weights' shapes and the batch
 //! size ([`Stamp`]), packs the weights into the layouts it reads (the fused QKV weight,
 //! every stacked tensor flattened to the rank its op takes) and uploads them with the
-//! KV cache and the per-layer activations; nothing is rebuilt between steps, the
-//! positions are data.
+//! KV cache, the per-layer activations and the step's inputs (token ids and positions);
+//! nothing is rebuilt or allocated between steps: a step writes its ids and positions
+//! into the same device buffers, and [`Decoder::generate`] feeds each step's tokens back
+//! from the device (a copy on the device, no upload) once the prompts are consumed.
 
 use crate::config::LlamaConfig;
 use crate::decode::{decode_1b_b1, decode_1b_b8, decode_8b_b1, decode_tiny_b1, decode_tiny_b2};
@@ -142,8 +144,10 @@ pub struct Step {
     pub logits: Option<Tensor<f32>>,
     /// The backend's report of the launch.
     pub report: LaunchReport,
-    /// Host wall time of the launch (uploads of the ids and positions included, the
-    /// downloads of the results not).
+    /// Host wall time of the step up to the launch's return: the writes of the ids and
+    /// positions into the decoder's buffers (from the host, or in [`Decoder::generate`]
+    /// the device copy of the last step's tokens) and the launch; the downloads of the
+    /// results (the next tokens, the logits) are not included.
     pub wall: Duration,
 }
 
@@ -180,6 +184,22 @@ pub struct Decoder<'b, Bk: Backend> {
     best: Bk::Tensor<f32>,
     index: Bk::Tensor<i32>,
     next: Bk::Tensor<i32>,
+    /// The step's token ids `[B]`, written in place each step.
+    ids: Bk::Tensor<i32>,
+    /// The step's positions `[B]`, written in place each step.
+    pos: Bk::Tensor<i32>,
+    /// Host staging of the ids or positions as `i32` (kept to allocate nothing per step).
+    staging: Vec<i32>,
+}
+
+/// Where a step's token ids come from.
+#[derive(Clone, Copy)]
+enum Ids<'a> {
+    /// From the host.
+    Host(&'a [u32]),
+    /// The last step's next tokens, still in the decoder's `next` tensor (copied on the
+    /// device into the ids).
+    LastNext,
 }
 
 impl<'b, Bk: Backend> Decoder<'b, Bk> {
@@ -228,6 +248,9 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             best: nan32(&[b, geo.vocab_tiles])?,
             index: backend.upload(&Tensor::<i32>::from_vec(&[b, geo.vocab_tiles], vec![-7; b * geo.vocab_tiles])?)?,
             next: backend.upload(&Tensor::<i32>::from_vec(&[b], vec![-7; b])?)?,
+            ids: backend.upload(&Tensor::<i32>::zeros(&[b]))?,
+            pos: backend.upload(&Tensor::<i32>::zeros(&[b]))?,
+            staging: Vec::with_capacity(b),
         })
     }
 
@@ -246,6 +269,12 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// and value there and attends over positions `0..=positions[b]`, which earlier steps
     /// must have filled. Returns the next tokens, and the logits when `want_logits`.
     pub fn step(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Step> {
+        self.check_inputs(tokens, positions)?;
+        self.run(Ids::Host(tokens), positions, want_logits)
+    }
+
+    /// The errors of [`Decoder::step`]'s inputs.
+    fn check_inputs(&self, tokens: &[u32], positions: &[usize]) -> Result<()> {
         let batch = self.stamp.geometry().batch;
         if tokens.len() != batch || positions.len() != batch {
             return Err(Error::Input(format!(
@@ -263,19 +292,34 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                 self.max_positions()
             )));
         }
-        let ints = |v: Vec<i32>| Tensor::from_vec(&[batch], v);
+        Ok(())
+    }
+
+    /// One step over checked inputs: writes the ids and positions into their buffers,
+    /// launches, and downloads the next tokens (and the logits when `want_logits`).
+    fn run(&mut self, ids: Ids<'_>, positions: &[usize], want_logits: bool) -> Result<Step> {
         let t0 = Instant::now();
         let be = self.backend;
-        let ids = be.upload(&ints(tokens.iter().map(|&t| t as i32).collect())?)?;
-        let pos = be.upload(&ints(positions.iter().map(|&p| p as i32).collect())?)?;
+        match ids {
+            Ids::Host(tokens) => {
+                self.staging.clear();
+                self.staging.extend(tokens.iter().map(|&t| t as i32));
+                be.write(&mut self.ids, &self.staging)?;
+            }
+            Ids::LastNext => be.copy(&self.next, &mut self.ids)?,
+        }
+        self.staging.clear();
+        self.staging.extend(positions.iter().map(|&p| p as i32));
+        be.write(&mut self.pos, &self.staging)?;
+        let (ids, pos) = (&self.ids, &self.pos);
         let head = self.lm_head.as_ref().unwrap_or(&self.table);
         macro_rules! launch {
             ($m:ident) => {
                 $m::launch_with(
                     be,
                     &self.options,
-                    &ids,
-                    &pos,
+                    ids,
+                    pos,
                     &self.table,
                     head,
                     &self.attn_norm,
@@ -355,19 +399,27 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         }
         let mut tokens: Vec<Vec<u32>> = vec![Vec::with_capacity(n_tokens); prompts.len()];
         let mut logits = None;
+        // the tokens the device's `next` holds (the last step's, downloaded)
+        let mut last_next: Option<Vec<u32>> = None;
         for pos in 0..steps {
             let input: Vec<u32> = prompts
                 .iter()
                 .zip(&tokens)
                 .map(|(p, out)| p.get(pos).or(out.last()).copied().expect("a prompt or an output token"))
                 .collect();
-            let step = self.step(&input, &vec![pos; prompts.len()], pos + 1 == steps)?;
+            let positions = vec![pos; prompts.len()];
+            self.check_inputs(&input, &positions)?;
+            // once every sequence feeds back its last output, the ids are already on the
+            // device: copy them there instead of uploading what was just downloaded
+            let ids = if last_next.as_ref() == Some(&input) { Ids::LastNext } else { Ids::Host(&input) };
+            let step = self.run(ids, &positions, pos + 1 == steps)?;
             for ((p, out), &next) in prompts.iter().zip(&mut tokens).zip(&step.next) {
                 if pos + 1 >= p.len() && out.len() < n_tokens {
                     out.push(next);
                 }
             }
             each(pos, &step);
+            last_next = Some(step.next.clone());
             logits = step.logits;
         }
         Ok(Generation { tokens, logits: logits.expect("the last step downloads its logits") })

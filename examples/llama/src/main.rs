@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use et_core::{Backend, Cpu, LaunchOptions};
+use et_core::{Backend, LaunchOptions};
+use et_device::OnBackend;
 use llama::{Decoder, LlamaConfig, LlamaWeights};
 
 /// Greedy Llama 3 decoding, one megakernel launch per step.
@@ -49,18 +50,18 @@ fn main() {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    if !args.cpu {
-        match et_device::Cuda::new(0) {
-            Ok(gpu) => {
-                println!("backend: GPU, {}", gpu.describe());
-                return decode(&gpu, &args, "llama-3.2-1b", true);
-            }
-            Err(why) => println!("no GPU ({why})"),
-        }
+    et_device::auto_backend(args.cpu, Decode(&args))
+}
+
+/// Decoding on the backend `auto_backend` picks: llama-3.2-1b by default on the GPU, tiny on the CPU.
+struct Decode<'a>(&'a Args);
+
+impl OnBackend for Decode<'_> {
+    type Output = Result<(), Box<dyn std::error::Error>>;
+
+    fn run<B: Backend>(self, backend: &B, gpu: bool) -> Self::Output {
+        decode(backend, self.0, if gpu { "llama-3.2-1b" } else { "tiny" }, gpu)
     }
-    let cpu = Cpu::new();
-    println!("backend: CPU, {}", cpu.describe());
-    decode(&cpu, &args, "tiny", false)
 }
 
 fn decode<B: Backend>(

@@ -89,3 +89,38 @@ fn llama_3_2_1b_greedy_run_matches_token_for_token() {
     println!("{agreed} of {clear} clear-margin tokens agree ({steps} steps)");
     assert!(clear * 4 >= steps * 3, "only {clear} of {steps} tokens had a clear margin: pick another seed");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn generation_feeding_tokens_back_on_the_device_equals_writing_them_from_the_host() {
+    let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}"));
+    let w = weights();
+    let prompt = vec![128000u32, 791, 6864, 315];
+    let n_tokens = 8;
+    // one decoder's `generate` copies each step's tokens into its ids on the device ...
+    let mut dec = Decoder::new(&gpu, &w, 1, LaunchOptions::default()).unwrap();
+    let run = dec.generate(std::slice::from_ref(&prompt), n_tokens, |_, _| {}).unwrap();
+    // ... another's steps are given every id from the host, written into its buffers
+    let mut host = Decoder::new(&gpu, &w, 1, LaunchOptions::default()).unwrap();
+    let steps = prompt.len() + n_tokens - 1;
+    let (mut tokens, mut logits) = (Vec::new(), None);
+    for pos in 0..steps {
+        let input = *prompt.get(pos).or(tokens.last()).unwrap();
+        let step = host.step(&[input], &[pos], pos + 1 == steps).unwrap();
+        if pos + 1 >= prompt.len() {
+            tokens.push(step.next[0]);
+        }
+        logits = step.logits;
+    }
+    assert_eq!(run.tokens[0], tokens);
+    let bits = |t: &Tensor<f32>| t.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&run.logits), bits(logits.as_ref().unwrap()), "the last logits, bit for bit");
+    // inputs rewritten in place each step: another token in between changes the logits,
+    // and the first token again gives its logits again
+    let a = host.step(&[791], &[3], true).unwrap();
+    let other = host.step(&[6864], &[3], true).unwrap();
+    let b = host.step(&[791], &[3], true).unwrap();
+    assert_ne!(bits(a.logits.as_ref().unwrap()), bits(other.logits.as_ref().unwrap()));
+    assert_eq!(bits(a.logits.as_ref().unwrap()), bits(b.logits.as_ref().unwrap()));
+    assert_eq!(a.next, b.next);
+}

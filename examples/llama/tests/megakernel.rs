@@ -131,3 +131,52 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
         assert_eq!(side_by_side(&w, &[vec![9, 8]], 3, LaunchOptions::default()), want, "{layers} layers");
     }
 }
+
+/// Drives a fresh decoder step by step with every token id uploaded from the host, the
+/// way [`Decoder::generate`] chooses its inputs; returns the tokens and the last logits.
+fn host_fed<B: et_core::Backend>(
+    backend: &B,
+    w: &LlamaWeights,
+    prompts: &[Vec<u32>],
+    n_tokens: usize,
+    opts: LaunchOptions,
+) -> (Vec<Vec<u32>>, Tensor<f32>) {
+    let batch = prompts.len();
+    let mut dec = Decoder::new(backend, w, batch, opts).unwrap();
+    let steps = prompts.iter().map(Vec::len).max().unwrap() + n_tokens - 1;
+    let mut out: Vec<Vec<u32>> = vec![vec![]; batch];
+    let mut logits = None;
+    for pos in 0..steps {
+        let input: Vec<u32> =
+            prompts.iter().zip(&out).map(|(p, o)| p.get(pos).or(o.last()).copied().unwrap()).collect();
+        let step = dec.step(&input, &vec![pos; batch], pos + 1 == steps).unwrap();
+        for b in 0..batch {
+            if pos + 1 >= prompts[b].len() && out[b].len() < n_tokens {
+                out[b].push(step.next[b]);
+            }
+        }
+        logits = step.logits;
+    }
+    (out, logits.unwrap())
+}
+
+#[test]
+fn generation_feeding_tokens_back_on_the_device_equals_uploading_every_token() {
+    // sequence 1's prompt ends at once and its output stops growing two steps before the
+    // end: generate feeds back on the device while both sequences repeat the last step's
+    // tokens, and uploads otherwise
+    let (w, cpu) = (tiny(5), Cpu::new());
+    let prompts = vec![vec![3u32, 17, 40], vec![9]];
+    for opts in [options(ScheduleKind::Static, None), options(ScheduleKind::Dynamic, Some(11))] {
+        let mut dec = Decoder::new(&cpu, &w, 2, opts.clone()).unwrap();
+        let run = dec.generate(&prompts, 6, |_, _| {}).unwrap();
+        let (tokens, logits) = host_fed(&cpu, &w, &prompts, 6, opts);
+        assert_eq!(run.tokens, tokens);
+        let bits = |t: &Tensor<f32>| t.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&run.logits), bits(&logits), "the last step's logits, bit for bit");
+        // the decoder's buffers serve a second generation: the same tokens again
+        let again = dec.generate(&prompts, 6, |_, _| {}).unwrap();
+        assert_eq!(again.tokens, tokens);
+        assert_eq!(bits(&again.logits), bits(&logits));
+    }
+}

@@ -8,7 +8,8 @@
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use et_core::{Backend, Cpu, LaunchOptions, ScheduleKind};
+use et_core::{Backend, LaunchOptions, ScheduleKind};
+use et_device::OnBackend;
 use moe::layer::MegaLayer;
 use moe::{MoeConfig, MoeWeights, Reference, weights};
 
@@ -55,18 +56,18 @@ fn main() {
 
 fn run() -> Result<(), String> {
     let args = Args::parse();
-    if !args.cpu {
-        match et_device::Cuda::new(0) {
-            Ok(gpu) => {
-                println!("backend: GPU, {}", gpu.describe());
-                return layer(&gpu, &args, "qwen3-moe", true);
-            }
-            Err(why) => println!("no GPU ({why})"),
-        }
+    et_device::auto_backend(args.cpu, Layer(&args))
+}
+
+/// The layer on the backend `auto_backend` picks: qwen3-moe by default on the GPU, tiny on the CPU.
+struct Layer<'a>(&'a Args);
+
+impl OnBackend for Layer<'_> {
+    type Output = Result<(), String>;
+
+    fn run<B: Backend>(self, backend: &B, gpu: bool) -> Self::Output {
+        layer(backend, self.0, if gpu { "qwen3-moe" } else { "tiny" }, gpu)
     }
-    let cpu = Cpu::new();
-    println!("backend: CPU, {}", cpu.describe());
-    layer(&cpu, &args, "tiny", false)
 }
 
 fn layer<B: Backend>(backend: &B, args: &Args, default_config: &str, gpu: bool) -> Result<(), String> {
