@@ -116,7 +116,6 @@ macro_rules! decode_step {
                 signal!(n1[l]);
             });
             tile!(qkv_proj[l, r] in [L, QT] {
-                matvec_prefetch(wqkv.tile([l * QT + r, 0], [NQ, HD]), B);
                 wait!(n1[l]);
                 matvec(wqkv.tile([l * QT + r, 0], [NQ, HD]), xn.tile([l, 0], [B, HD]), qkv.tile([l, r], [B, NQ]));
                 signal!(qd[l, r]);
@@ -146,7 +145,6 @@ macro_rules! decode_step {
                 signal!(merged[l]);
             });
             tile!(o_proj[l, r] in [L, OT] {
-                matvec_prefetch(wo.tile([l * OT + r, 0], [NO, NKV * G * D]), B);
                 wait!(merged[l]);
                 matvec_residual(
                     wo.tile([l * OT + r, 0], [NO, NKV * G * D]),
@@ -162,7 +160,6 @@ macro_rules! decode_step {
                 signal!(n2[l]);
             });
             tile!(mlp[l, r] in [L, MT] {
-                matvec_prefetch_pair(w_gate.tile([l * MT + r, 0], [NM, HD]), w_up.tile([l * MT + r, 0], [NM, HD]), B);
                 wait!(n2[l]);
                 matvec_silu(
                     w_gate.tile([l * MT + r, 0], [NM, HD]),
@@ -173,7 +170,6 @@ macro_rules! decode_step {
                 signal!(md[l]);
             });
             tile!(down[l, r] in [L, DT] {
-                matvec_prefetch(w_down.tile([l * DT + r, 0], [ND, MT * NM]), B);
                 wait!(md[l]);
                 matvec_residual(
                     w_down.tile([l * DT + r, 0], [ND, MT * NM]),
@@ -189,7 +185,6 @@ macro_rules! decode_step {
                 signal!(fdone[0]);
             });
             tile!(head[t] in [VT] {
-                matvec_prefetch(lm_head.tile([t, 0], [NV, HD]), B);
                 wait!(fdone[0]);
                 matvec(lm_head.tile([t, 0], [NV, HD]), xf.tile([0, 0], [B, HD]), logits.tile([0, t], [B, NV]));
                 argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));

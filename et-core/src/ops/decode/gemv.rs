@@ -860,7 +860,7 @@ mod tests {
         // at batch 16 the partial sums come first and the rows are whole 16-row groups
         let cap = PREFETCH_LIMIT;
         let r = prefetch_rows(64, 8192, 16, 1, cap);
-        assert!(r % 16 == 0 && r < 64, "{r}");
+        assert!(r.is_multiple_of(16) && r < 64, "{r}");
         assert!(PREFETCH_RECORD + partial_bytes(&[64, 8192], &[16, 8192], 1) + r * row(8192) <= cap);
         // rows that are not whole 16-byte lines, or an arena without room, copy nothing
         assert_eq!(prefetch_rows(16, 2044, 1, 1, cap), 0);
@@ -872,7 +872,7 @@ mod tests {
                         let r = prefetch_rows(rows, k, batch, mats, cap);
                         let used = PREFETCH_RECORD + partial_bytes(&[rows, k], &[batch, k], mats) + mats * r * row(k);
                         assert!(r <= rows && used <= cap, "{rows} x {k}, batch {batch}, mats {mats}: {r} rows");
-                        assert!(r == rows || batch == 1 || r % 16 == 0, "{rows} x {k}, batch {batch}: {r}");
+                        assert!(r == rows || batch == 1 || r.is_multiple_of(16), "{rows} x {k}, batch {batch}: {r}");
                     }
                 }
             }
