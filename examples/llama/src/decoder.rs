@@ -57,9 +57,9 @@ impl Stamp {
         let (preset, batch, chunks, chunk, vocab_tiles) = match self {
             Stamp::TinyB1 => ("tiny", 1, 8, 4, 4),
             Stamp::TinyB2 => ("tiny", 2, 8, 4, 4),
-            Stamp::Llama1bB1 => ("llama-3.2-1b", 1, 32, 256, 501),
-            Stamp::Llama1bB8 => ("llama-3.2-1b", 8, 32, 256, 501),
-            Stamp::Llama8bB1 => ("llama-3.1-8b", 1, 32, 256, 501),
+            Stamp::Llama1bB1 => ("llama-3.2-1b", 1, 16, 512, 501),
+            Stamp::Llama1bB8 => ("llama-3.2-1b", 8, 16, 512, 501),
+            Stamp::Llama8bB1 => ("llama-3.1-8b", 1, 16, 512, 501),
         };
         Geometry { preset, batch, chunks, chunk, vocab_tiles }
     }
