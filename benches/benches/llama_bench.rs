@@ -7,7 +7,9 @@
 //! Per-step latency is the median of N steps after warm-up, each timed with CUDA events;
 //! the floor is the bytes a step must read (every weight once and the live KV cache) over
 //! the 1 GiB device-to-device copy bandwidth measured at the start of the same run. The KV
-//! length is data: the step's position is `KV - 1`, so it attends over `KV` positions.
+//! length is data: the baseline's step runs at position `KV - 1`, so it attends over `KV`
+//! positions; the megakernel's steps run as generation does (each feeds its tokens back
+//! at the next position, so nothing is uploaded), the last one at `KV - 1`.
 //! Process start to first token is measured by running this binary again as a child with
 //! an empty NVRTC cache (cold) and then the same cache (warm).
 //!
@@ -256,6 +258,27 @@ fn time_steps(warmup: usize, steps: usize, mut f: impl FnMut() -> Res<(Duration,
 }
 
 impl Bench<'_> {
+    /// One step of the megakernel and of the baseline at position 0 with a different token
+    /// per sequence: their logits must agree within bf16 tolerance, or nothing is timed.
+    fn cross_check(&self, config: &str, dec: &mut Decoder<'_, Cuda>, bl: &mut Baseline) -> Res<()> {
+        let vocab = self.weights.config.vocab_size;
+        let ids: Vec<u32> = (0..self.batch).map(|b| ((1 + 7919 * b) % vocab) as u32).collect();
+        let at = vec![0; self.batch];
+        let want = bl.step(Mode::Graph, &ids, &at, true)?.logits.ok_or("the baseline returned no logits")?;
+        let got =
+            dec.step(&ids, &at, true).map_err(|e| e.to_string())?.logits.ok_or("the decoder returned no logits")?;
+        let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
+        let err = got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
+        if err.is_nan() || err > 1e-2 {
+            return Err(format!(
+                "{config} B = {}: the megakernel's logits differ from the baseline's by {err:.3e} of the largest",
+                self.batch
+            ));
+        }
+        println!("  {config} B = {}: megakernel and baseline logits agree within {err:.1e} of the largest", self.batch);
+        Ok(())
+    }
+
     fn run(
         &self,
         kvs: &[usize],
@@ -266,6 +289,7 @@ impl Bench<'_> {
         let e = |e: llama::Error| e.to_string();
         let mut dec = Decoder::new(self.gpu, self.weights, self.batch, LaunchOptions::default()).map_err(e)?;
         let mut bl = Baseline::new(self.gpu, self.weights, self.batch)?;
+        self.cross_check(config, &mut dec, &mut bl)?;
         let tokens = vec![1u32; self.batch];
         let mut rows = Vec::new();
         for &kv in kvs {
@@ -290,8 +314,12 @@ impl Bench<'_> {
                 [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
             {
                 dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
+                // steps as generation runs them: each feeds its tokens back at the next
+                // position (the decoder uploads nothing), the last timed one at KV - 1
+                let (mut fed, mut at) = (tokens.clone(), kv.saturating_sub(self.warmup + self.steps));
                 let t = time_steps(self.warmup, self.steps, || {
-                    let s = dec.step(&tokens, &positions, false).map_err(e)?;
+                    let s = dec.step(&fed, &vec![at; self.batch], false).map_err(e)?;
+                    (fed, at) = (s.next.clone(), at + 1);
                     Ok((s.report.elapsed, s.wall))
                 })?;
                 rows.push(row(variant, t, 1));

@@ -281,6 +281,112 @@ fn split_kv_attention_matches_f64_softmax_attention() {
 }
 
 #[test]
+fn rope_split_attention_and_kv_append_match_f64_attention_over_the_appended_cache() {
+    let rope = (500000.0f32, 8.0f32, 1.0f32, 4.0f32, 8192.0f32);
+    // (query heads per KV head, head dim, position, pieces): lengths 1, 17, 1000 and a
+    // piece count above the length (empty pieces)
+    for (seed, (g, d, pos, parts)) in
+        [(1, 64, 0, 16), (4, 128, 16, 16), (8, 64, 999, 16), (2, 128, 999, 3), (4, 64, 5, 8)].into_iter().enumerate()
+    {
+        let cap = 1024;
+        let qkv = Tensor::<bf16>::random(&[1, (g + 2) * d], 700 + seed as u64);
+        let kc = Tensor::<bf16>::random(&[1, cap, d], 800 + seed as u64);
+        let vc = Tensor::<bf16>::random(&[1, cap, d], 900 + seed as u64);
+        let p = Tensor::from_vec(&[1], vec![pos as i32]).unwrap();
+        let inv = hf_llama3_inv_freq(d, rope.0 as f64, rope.1 as f64, rope.2 as f64, rope.3 as f64, rope.4 as f64);
+        // the head's rows rotated at `pos` in f64, rounded to bf16 as the op stores them
+        let rotated = |h: usize| -> Vec<f64> {
+            (0..d)
+                .map(|e| {
+                    let (i, x) = (e % (d / 2), f(&qkv, &[0, h * d + e]));
+                    let (c, s) = ((pos as f64 * inv[i]).cos(), (pos as f64 * inv[i]).sin());
+                    let rot =
+                        if e < d / 2 { -f(&qkv, &[0, h * d + e + d / 2]) } else { f(&qkv, &[0, h * d + e - d / 2]) };
+                    bf16::from_f32((x * c + rot * s) as f32).to_f32() as f64
+                })
+                .collect()
+        };
+        let key = rotated(g);
+        let value: Vec<f64> = (0..d).map(|e| f(&qkv, &[0, (g + 1) * d + e])).collect();
+        let kv =
+            |t: usize, e: usize| if t == pos { (key[e], value[e]) } else { (f(&kc, &[0, t, e]), f(&vc, &[0, t, e])) };
+        let scale = 1.0 / (d as f64).sqrt();
+        let mut want = Vec::new();
+        for h in 0..g {
+            let q = rotated(h);
+            let s: Vec<f64> = (0..=pos).map(|t| scale * (0..d).map(|e| q[e] * kv(t, e).0).sum::<f64>()).collect();
+            let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = s.iter().map(|s| (s - m).exp()).collect();
+            let z: f64 = w.iter().sum();
+            for e in 0..d {
+                want.push((0..=pos).map(|t| w[t] * kv(t, e).1).sum::<f64>() / z);
+            }
+        }
+        let mut cs = Tensor::<f32>::poisoned(&[1, d]);
+        rope_table(rd(&p.raw()), rope.0, rope.1, rope.2, rope.3, rope.4, wr(&cs.raw_mut()));
+        for (e, f) in inv.iter().enumerate() {
+            let angle = pos as f64 * f;
+            assert!((cs.get(&[0, e]) as f64 - angle.cos()).abs() < 1e-6, "rope_table cosine {e} at {pos}");
+            assert!((cs.get(&[0, e + d / 2]) as f64 - angle.sin()).abs() < 1e-6, "rope_table sine {e} at {pos}");
+        }
+        let mut o = Tensor::<f32>::poisoned(&[parts * g, d]);
+        let mut ml = Tensor::<f32>::poisoned(&[parts * g, 2]);
+        {
+            let (ro, rml) = (o.raw_mut(), ml.raw_mut());
+            // SAFETY: live host tensors of this test, each written only through its view.
+            let (ot, mlt) = unsafe { (OutTensor::<f32>::bind(&ro), OutTensor::<f32>::bind(&rml)) };
+            for c in 0..parts {
+                attention_rope_split(
+                    rd(&qkv.raw()),
+                    rd(&p.raw()),
+                    rd(&cs.raw()),
+                    c as i64,
+                    parts as i64,
+                    scale as f32,
+                    rd(&kc.raw()),
+                    rd(&vc.raw()),
+                    ot.tile_mut([c as i64, 0], [g, d]),
+                    mlt.tile_mut([c as i64, 0], [g, 2]),
+                );
+            }
+        }
+        // a piece with no position: max -inf, sum 0, output 0
+        for c in (0..parts).filter(|c| c * (pos + 1) / parts == (c + 1) * (pos + 1) / parts) {
+            assert_eq!(ml.get(&[c * g, 1]), 0.0, "piece {c} of {parts} at position {pos}: sum");
+            assert_eq!(ml.get(&[c * g, 0]), f32::NEG_INFINITY, "piece {c} of {parts} at position {pos}: max");
+        }
+        let mut out = Tensor::<bf16>::poisoned(&[1, g * d]);
+        attention_merge::<bf16>(rd(&o.raw()), rd(&ml.raw()), wr(&out.raw_mut()));
+        assert_close(
+            &format!("split attention g {g}, d {d}, position {pos}, {parts} pieces"),
+            &as_f32(&out),
+            &want,
+            1e-2,
+        );
+
+        // the append: the rotated key and the value at `pos`, nothing else
+        let (mut kc2, mut vc2) = (kc.clone(), vc.clone());
+        attention_kv_append(rd(&qkv.raw()), rd(&p.raw()), rd(&cs.raw()), wr(&kc2.raw_mut()), wr(&vc2.raw_mut()));
+        for t in [0, pos.saturating_sub(1), pos, pos + 1] {
+            for e in 0..d {
+                let (k, v) = kv(t, e);
+                // (the op rotates in f32, the reference in f64: a rounding may differ by an ulp)
+                let got = kc2.get(&[0, t, e]).to_f32() as f64;
+                assert!(
+                    (got - k).abs() <= 1e-2 * k.abs().max(1.0),
+                    "appended key: position {t}, column {e}: {got} != {k}"
+                );
+                assert_eq!(vc2.get(&[0, t, e]).to_f32() as f64, v, "appended value: position {t}, column {e}");
+            }
+        }
+        let far = Tensor::from_vec(&[1], vec![cap as i32]).unwrap();
+        let snapshot = kc2.clone();
+        attention_kv_append(rd(&qkv.raw()), rd(&far.raw()), rd(&cs.raw()), wr(&kc2.raw_mut()), wr(&vc2.raw_mut()));
+        assert_eq!(kc2.as_slice(), snapshot.as_slice(), "attention_kv_append past the end");
+    }
+}
+
+#[test]
 fn embedding_argmax_and_elementwise_match_f64() {
     let (v, d) = (1000, 4104);
     let table = Tensor::<bf16>::random(&[v, d], 700);

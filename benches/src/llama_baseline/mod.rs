@@ -386,6 +386,7 @@ fn upload(gpu: &Cuda, w: &LlamaWeights, s: &Shape) -> Result<Vec<(Buf, Stored)>,
         out.push((buf, Stored::Bf16(poisoned(gpu, &shape)?)));
     }
     let f32s = [
+        (Buf::Rope, vec![b, s.d]),
         (Buf::Po, vec![l * b * s.nkv * s.s * s.g, s.d]),
         (Buf::Pml, vec![l * b * s.nkv * s.s * s.g, 2]),
         (Buf::Logits, vec![b, s.vt * s.nv]),

@@ -150,7 +150,7 @@ mod tests {
             assert_eq!((shape.b, shape.s, shape.c, shape.vt), (geo.batch, geo.chunks, geo.chunk, geo.vocab_tiles));
         }
         let s = Shape::of(Stamp::Llama1bB1).unwrap();
-        assert_eq!((s.hd, s.nq, s.qt, s.max_positions()), (2048, 16, 192, 8192));
+        assert_eq!((s.hd, s.nq, s.qt, s.max_positions()), (2048, 24, 128, 8192));
         let tiny = LlamaConfig::preset("tiny").unwrap();
         assert!(s.check(&tiny).unwrap_err().contains("HD is the hidden size"));
     }

@@ -13,8 +13,8 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_merge, attention_rope_partial, embed, matvec, matvec_residual, matvec_silu,
-    rms_norm,
+    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_split, embed, matvec,
+    matvec_residual, matvec_silu, rms_norm, rope_table,
 };
 
 use super::shape::Shape;
@@ -43,6 +43,7 @@ pub enum Buf {
     Xn,
     Xm,
     Qkv,
+    Rope,
     Po,
     Pml,
     Attn,
@@ -56,7 +57,7 @@ pub enum Buf {
 
 impl Buf {
     /// Every buffer, in the order of the enum.
-    pub const ALL: [Buf; 28] = [
+    pub const ALL: [Buf; 29] = [
         Buf::Ids,
         Buf::Pos,
         Buf::Table,
@@ -76,6 +77,7 @@ impl Buf {
         Buf::Xn,
         Buf::Xm,
         Buf::Qkv,
+        Buf::Rope,
         Buf::Po,
         Buf::Pml,
         Buf::Attn,
@@ -109,6 +111,7 @@ impl Buf {
             Buf::Xn => "xn",
             Buf::Xm => "xm",
             Buf::Qkv => "qkv",
+            Buf::Rope => "rope",
             Buf::Po => "po",
             Buf::Pml => "pml",
             Buf::Attn => "attn",
@@ -230,6 +233,23 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             "op_embed::embed(T2(et::bf16, V, ND, table, HD, 0, blk), T1(int, B, ids, 0), T2(et::bf16, B, ND, hs, HD, 0, blk));",
         ),
         st(
+            "angles",
+            &rope_table::OP,
+            b,
+            false,
+            &[
+                B(Buf::Pos),
+                F(Scalar::Theta),
+                F(Scalar::Factor),
+                F(Scalar::Low),
+                F(Scalar::High),
+                F(Scalar::Original),
+                B(Buf::Rope),
+            ],
+            e(&[&[1], &[], &[], &[], &[], &[], &[1, d]]),
+            "op_rope_table::rope_table(T1(int, 1, pos, blk), theta, factor, low, high, original, T2(float, 1, D, rope, D, blk, 0));",
+        ),
+        st(
             "norm1",
             &rms_norm::OP,
             b,
@@ -251,32 +271,28 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
         ),
         st(
             "chunk",
-            &attention_rope_partial::OP,
+            &attention_rope_split::OP,
             b * nkv * s.s,
             true,
             &[
                 Layer,
                 B(Buf::Qkv),
                 B(Buf::Pos),
-                F(Scalar::Theta),
-                F(Scalar::Factor),
-                F(Scalar::Low),
-                F(Scalar::High),
-                F(Scalar::Original),
+                B(Buf::Rope),
                 F(Scalar::Scale),
                 B(Buf::Kc),
                 B(Buf::Vc),
                 B(Buf::Po),
                 B(Buf::Pml),
             ],
-            e(&[&[1, qkv_row], &[1], &[], &[], &[], &[], &[], &[], &[], &[1, s.c, d], &[1, s.c, d], &[g, d], &[g, 2]]),
+            e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.s * s.c, d], &[1, s.s * s.c, d], &[g, d], &[g, 2]]),
             "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
-    op_attention_rope_partial::attention_rope_partial(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
-                                                      T1(int, 1, pos, b), theta, factor, low, high, original, c * C, scale,
-                                                      T3(et::bf16, 1, C, D, kc, S * C, D, head, c, 0),
-                                                      T3(et::bf16, 1, C, D, vc, S * C, D, head, c, 0),
-                                                      T2(float, G, D, po, D, head * S + c, 0),
-                                                      T2(float, G, 2, pml, 2, head * S + c, 0));",
+    op_attention_rope_split::attention_rope_split(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
+                                                  T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), c, S, scale,
+                                                  T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
+                                                  T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
+                                                  T2(float, G, D, po, D, head * S + c, 0),
+                                                  T2(float, G, 2, pml, 2, head * S + c, 0));",
         ),
         st(
             "merge",
@@ -288,6 +304,26 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
     op_attention_merge::attention_merge(T2(float, S * G, D, po, D, head, 0), T2(float, S * G, 2, pml, 2, head, 0),
                                         T2(et::bf16, 1, G * D, attn, NKV * G * D, l * B + b, k));",
+        ),
+        st(
+            "kv_append",
+            &attention_kv_append::OP,
+            b * nkv,
+            true,
+            &[
+                Layer,
+                B(Buf::Qkv),
+                B(Buf::Pos),
+                B(Buf::Rope),
+                B(Buf::Kc),
+                B(Buf::Vc),
+            ],
+            e(&[&[1, qkv_row], &[1], &[1, d], &[1, s.s * s.c, d], &[1, s.s * s.c, d]]),
+            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
+    op_attention_kv_append::attention_kv_append(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
+                                                T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
+                                                T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
+                                                T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0));",
         ),
         st(
             "o_proj",

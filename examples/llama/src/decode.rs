@@ -17,15 +17,17 @@
 //! **Events are per tile.** A consumer waits for exactly what it reads: an attention chunk
 //! of one KV head waits the QKV row tiles of that head's slice (`qd[l, k·RT .. k·RT + RT]`)
 //! and applies RoPE to its queries and key itself (redundantly per chunk, which costs less
-//! than a task and a hop between the projection and the chunks; the chunk that holds the
-//! new position appends the key and value), a merge waits its head's chunks; the GEMVs after a norm wait
+//! than a task and a hop between the projection and the chunks), a merge waits its head's
+//! chunks; the GEMVs after a norm wait
 //! for the norm of every sequence, and a norm for every tile of its input row, because
 //! they read the whole hidden vector (exact, not a stage barrier).
 //!
 //! **Nothing depends on the position.** Positions are an `i32` tensor read on the device;
-//! each KV head's cache is split into `S` chunks of `C` positions, and a chunk past the
-//! position is empty (`attention_rope_partial` returns at once), so one task graph serves
-//! every step. Every activation has a row block per layer (no scratch reuse, so no
+//! the positions `0 ..= p` of each KV head are split evenly into `S` pieces
+//! (`attention_rope_split`), so a short context spreads over every piece as a long one
+//! does, and one task graph serves every step; the cache holds `S · C` positions. The
+//! pieces read the step's new key and value from the projection, and the merge, which
+//! runs once every piece has read the cache, appends them (`attention_kv_append`). Every activation has a row block per layer (no scratch reuse, so no
 //! write-after-read hazard to order), which costs `O(L · B · hidden)` bf16.
 //!
 //! **Rounding** is the reference's ([`crate::reference`]): bf16 stores of `h`, the norm
@@ -41,7 +43,7 @@ use et_core::prelude::*;
 /// Stamps the decode megakernel for one model shape and batch size.
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
-/// dim; `V` vocabulary; `S` KV chunks of `C` positions. GEMV row tiles: the fused QKV
+/// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
 /// projection (`NKV · (G + 2) · D` rows, per KV head `G` query heads, its key, its value)
 /// in `QT` tiles of `NQ` rows, `RT = (G + 2) · D / NQ` of them per KV head; the output
 /// projection in `OT` tiles of `NO`; gate/up in `MT` tiles of `NM` (intermediate size
@@ -85,6 +87,7 @@ macro_rules! decode_step {
             xn: &mut Tensor<bf16, { [L * B, HD] }>,
             xm: &mut Tensor<bf16, { [L * B, HD] }>,
             qkv: &mut Tensor<bf16, { [L * B, QT * NQ] }>,
+            rope: &mut Tensor<f32, { [B, D] }>,
             po: &mut Tensor<f32, { [L * B * NKV * S * G, D] }>,
             pml: &mut Tensor<f32, { [L * B * NKV * S * G, 2] }>,
             attn: &mut Tensor<bf16, { [L * B, NKV * G * D] }>,
@@ -94,11 +97,13 @@ macro_rules! decode_step {
             best: &mut Tensor<f32, { [B, VT] }>,
             index: &mut Tensor<i32, { [B, VT] }>,
             next: &mut Tensor<i32, { [B] }>,
+            pos_next: &mut Tensor<i32, { [B] }>,
         ) {
             // h[l, r]: column tile r of the residual stream entering layer l (all sequences)
             let h = event!([L + 1, DT]);
             let n1 = event!([L]);
             let qd = event!([L, QT]);
+            let turned = event!([B]);
             let parts = event!([L, B, NKV]);
             let merged = event!([L]);
             let od = event!([L]);
@@ -109,6 +114,10 @@ macro_rules! decode_step {
             tile!(emb[r] in [DT] {
                 embed(table.tile([0, r], [V, ND]), ids.tile([0], [B]), hs.tile([0, r], [B, ND]));
                 signal!(h[0, r]);
+            });
+            tile!(angles[b] in [B] {
+                rope_table(pos.tile([b], [1]), $theta, $factor, $low, $high, $orig, rope.tile([b, 0], [1, D]));
+                signal!(turned[b]);
             });
             tile!(norm1[l, b] in [L, B] {
                 wait!(h[l, ..]);
@@ -121,15 +130,17 @@ macro_rules! decode_step {
                 signal!(qd[l, r]);
             });
             tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
+                wait!(turned[b]);
                 wait!(qd[l, k * RT .. k * RT + RT]);
-                attention_rope_partial(
+                attention_rope_split(
                     qkv.tile([l * B + b, k], [1, (G + 2) * D]),
                     pos.tile([b], [1]),
-                    $theta, $factor, $low, $high, $orig,
-                    c * C,
+                    rope.tile([b, 0], [1, D]),
+                    c,
+                    S,
                     $scale,
-                    kc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
-                    vc.tile([(l * B + b) * NKV + k, c, 0], [1, C, D]),
+                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
                     po.tile([((l * B + b) * NKV + k) * S + c, 0], [G, D]),
                     pml.tile([((l * B + b) * NKV + k) * S + c, 0], [G, 2]),
                 );
@@ -143,6 +154,14 @@ macro_rules! decode_step {
                     attn.tile([l * B + b, k], [1, G * D]),
                 );
                 signal!(merged[l]);
+                // off the critical path: the output projection may start meanwhile
+                attention_kv_append(
+                    qkv.tile([l * B + b, k], [1, (G + 2) * D]),
+                    pos.tile([b], [1]),
+                    rope.tile([b, 0], [1, D]),
+                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                );
             });
             tile!(o_proj[l, r] in [L, OT] {
                 wait!(merged[l]);
@@ -193,133 +212,115 @@ macro_rules! decode_step {
             tile!(pick[i] in [1] {
                 wait!(chosen[i]);
                 argmax_merge(best.tile([0, 0], [B, VT]), index.tile([0, 0], [B, VT]), next.tile([0], [B]));
+                next_positions(pos.tile([0], [B]), pos_next.tile([0], [B]));
             });
         }
     };
 }
 
-decode_step!(
-    decode_tiny_b1,
-    B = 1,
-    HD = 128,
-    NKV = 2,
-    G = 2,
-    D = 64,
-    V = 256,
-    S = 8,
-    C = 4,
-    NQ = 64,
-    QT = 8,
-    RT = 4,
-    NO = 32,
-    OT = 4,
-    NM = 64,
-    MT = 4,
-    ND = 32,
-    DT = 4,
-    NV = 64,
-    VT = 4,
-    eps = 0.00001,
-    rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
-    scale = 0.125
-);
-decode_step!(
-    decode_tiny_b2,
-    B = 2,
-    HD = 128,
-    NKV = 2,
-    G = 2,
-    D = 64,
-    V = 256,
-    S = 8,
-    C = 4,
-    NQ = 64,
-    QT = 8,
-    RT = 4,
-    NO = 32,
-    OT = 4,
-    NM = 64,
-    MT = 4,
-    ND = 32,
-    DT = 4,
-    NV = 64,
-    VT = 4,
-    eps = 0.00001,
-    rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
-    scale = 0.125
-);
-decode_step!(
-    decode_1b_b1,
-    B = 1,
-    HD = 2048,
-    NKV = 8,
-    G = 4,
-    D = 64,
-    V = 128256,
-    S = 16,
-    C = 512,
-    NQ = 16,
-    QT = 192,
-    RT = 24,
-    NO = 16,
-    OT = 128,
-    NM = 64,
-    MT = 128,
-    ND = 16,
-    DT = 128,
-    NV = 256,
-    VT = 501,
-    eps = 0.00001,
-    rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
-    scale = 0.125
-);
-decode_step!(
-    decode_1b_b8,
-    B = 8,
-    HD = 2048,
-    NKV = 8,
-    G = 4,
-    D = 64,
-    V = 128256,
-    S = 16,
-    C = 512,
-    NQ = 16,
-    QT = 192,
-    RT = 24,
-    NO = 16,
-    OT = 128,
-    NM = 64,
-    MT = 128,
-    ND = 16,
-    DT = 128,
-    NV = 256,
-    VT = 501,
-    eps = 0.00001,
-    rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
-    scale = 0.125
-);
-decode_step!(
-    decode_8b_b1,
-    B = 1,
-    HD = 4096,
-    NKV = 8,
-    G = 4,
-    D = 128,
-    V = 128256,
-    S = 16,
-    C = 512,
-    NQ = 32,
-    QT = 192,
-    RT = 24,
-    NO = 32,
-    OT = 128,
-    NM = 112,
-    MT = 128,
-    ND = 32,
-    DT = 128,
-    NV = 256,
-    VT = 501,
-    eps = 0.00001,
-    rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
-    scale = 0.08838834764831845
-);
+/// Stamps the `tiny` config's megakernel for a batch size.
+macro_rules! tiny {
+    ($name:ident, B = $b:literal) => {
+        decode_step!(
+            $name,
+            B = $b,
+            HD = 128,
+            NKV = 2,
+            G = 2,
+            D = 64,
+            V = 256,
+            S = 8,
+            C = 4,
+            NQ = 64,
+            QT = 8,
+            RT = 4,
+            NO = 32,
+            OT = 4,
+            NM = 64,
+            MT = 4,
+            ND = 32,
+            DT = 4,
+            NV = 64,
+            VT = 4,
+            eps = 0.00001,
+            rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
+            scale = 0.125
+        );
+    };
+}
+
+/// Stamps llama-3.2-1b's megakernel for a batch size: the fused QKV projection in 128 tiles
+/// of 24 rows (one per SM, where 192 tiles of 16 took two waves), the other GEMVs in 128
+/// tiles, the attention of each KV head in `S` pieces over a cache of `S · C` = 8192
+/// positions (about 128 pieces per layer at every batch: a piece costs a task).
+macro_rules! llama_1b {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal) => {
+        decode_step!(
+            $name,
+            B = $b,
+            HD = 2048,
+            NKV = 8,
+            G = 4,
+            D = 64,
+            V = 128256,
+            S = $s,
+            C = $c,
+            NQ = 24,
+            QT = 128,
+            RT = 16,
+            NO = 16,
+            OT = 128,
+            NM = 64,
+            MT = 128,
+            ND = 16,
+            DT = 128,
+            NV = 256,
+            VT = 501,
+            eps = 0.00001,
+            rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
+            scale = 0.125
+        );
+    };
+}
+
+/// Stamps llama-3.1-8b's megakernel for a batch size (the 1B's tiling, twice the rows).
+macro_rules! llama_8b {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal) => {
+        decode_step!(
+            $name,
+            B = $b,
+            HD = 4096,
+            NKV = 8,
+            G = 4,
+            D = 128,
+            V = 128256,
+            S = $s,
+            C = $c,
+            NQ = 48,
+            QT = 128,
+            RT = 16,
+            NO = 32,
+            OT = 128,
+            NM = 112,
+            MT = 128,
+            ND = 32,
+            DT = 128,
+            NV = 256,
+            VT = 501,
+            eps = 0.00001,
+            rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
+            scale = 0.08838834764831845
+        );
+    };
+}
+
+tiny!(decode_tiny_b1, B = 1);
+tiny!(decode_tiny_b2, B = 2);
+llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512);
+llama_1b!(decode_1b_b8, B = 8, S = 2, C = 4096);
+llama_1b!(decode_1b_b32, B = 32, S = 1, C = 8192);
+llama_1b!(decode_1b_b64, B = 64, S = 1, C = 8192);
+llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512);
+llama_8b!(decode_8b_b8, B = 8, S = 2, C = 4096);
+llama_8b!(decode_8b_b32, B = 32, S = 1, C = 8192);
+llama_8b!(decode_8b_b64, B = 64, S = 1, C = 8192);

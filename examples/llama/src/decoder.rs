@@ -5,12 +5,17 @@
 //! size ([`Stamp`]), packs the weights into the layouts it reads (the fused QKV weight,
 //! every stacked tensor flattened to the rank its op takes) and uploads them with the
 //! KV cache, the per-layer activations and the step's inputs (token ids and positions);
-//! nothing is rebuilt or allocated between steps: a step writes its ids and positions
-//! into the same device buffers, and [`Decoder::generate`] feeds each step's tokens back
-//! from the device (a copy on the device, no upload) once the prompts are consumed.
+//! nothing is rebuilt or allocated between steps. The step inputs are two pairs of device
+//! buffers: a step reads one pair and the megakernel writes its tokens and the next
+//! positions into the other, which the next step reads; the host uploads only inputs that
+//! differ from those, so a step of generation (tokens fed back at the next position)
+//! uploads nothing.
 
 use crate::config::LlamaConfig;
-use crate::decode::{decode_1b_b1, decode_1b_b8, decode_8b_b1, decode_tiny_b1, decode_tiny_b2};
+use crate::decode::{
+    decode_1b_b1, decode_1b_b8, decode_1b_b32, decode_1b_b64, decode_8b_b1, decode_8b_b8, decode_8b_b32, decode_8b_b64,
+    decode_tiny_b1, decode_tiny_b2,
+};
 use crate::error::{Error, Result};
 use crate::reference::Generation;
 use crate::weights::LlamaWeights;
@@ -29,8 +34,18 @@ pub enum Stamp {
     Llama1bB1,
     /// `llama-3.2-1b`, eight sequences.
     Llama1bB8,
+    /// `llama-3.2-1b`, 32 sequences.
+    Llama1bB32,
+    /// `llama-3.2-1b`, 64 sequences.
+    Llama1bB64,
     /// `llama-3.1-8b`, one sequence.
     Llama8bB1,
+    /// `llama-3.1-8b`, eight sequences.
+    Llama8bB8,
+    /// `llama-3.1-8b`, 32 sequences.
+    Llama8bB32,
+    /// `llama-3.1-8b`, 64 sequences.
+    Llama8bB64,
 }
 
 /// The static sizes of a stamp that the host needs (the rest come from the config).
@@ -40,9 +55,9 @@ pub struct Geometry {
     pub preset: &'static str,
     /// Sequences per step.
     pub batch: usize,
-    /// KV chunks per head.
+    /// Attention pieces per KV head.
     pub chunks: usize,
-    /// Positions per KV chunk (the cache holds `chunks · chunk` positions).
+    /// The cache holds `chunks · chunk` positions per sequence.
     pub chunk: usize,
     /// Vocabulary tiles of the LM head (the argmax's partials).
     pub vocab_tiles: usize,
@@ -50,16 +65,39 @@ pub struct Geometry {
 
 impl Stamp {
     /// Every stamp.
-    pub const ALL: [Stamp; 5] = [Stamp::TinyB1, Stamp::TinyB2, Stamp::Llama1bB1, Stamp::Llama1bB8, Stamp::Llama8bB1];
+    pub const ALL: [Stamp; 10] = [
+        Stamp::TinyB1,
+        Stamp::TinyB2,
+        Stamp::Llama1bB1,
+        Stamp::Llama1bB8,
+        Stamp::Llama1bB32,
+        Stamp::Llama1bB64,
+        Stamp::Llama8bB1,
+        Stamp::Llama8bB8,
+        Stamp::Llama8bB32,
+        Stamp::Llama8bB64,
+    ];
 
     /// Its static sizes (the literals of its `decode_step!` line in [`crate::decode`]).
     pub fn geometry(self) -> Geometry {
-        let (preset, batch, chunks, chunk, vocab_tiles) = match self {
-            Stamp::TinyB1 => ("tiny", 1, 8, 4, 4),
-            Stamp::TinyB2 => ("tiny", 2, 8, 4, 4),
-            Stamp::Llama1bB1 => ("llama-3.2-1b", 1, 16, 512, 501),
-            Stamp::Llama1bB8 => ("llama-3.2-1b", 8, 16, 512, 501),
-            Stamp::Llama8bB1 => ("llama-3.1-8b", 1, 16, 512, 501),
+        let (preset, batch) = match self {
+            Stamp::TinyB1 => ("tiny", 1),
+            Stamp::TinyB2 => ("tiny", 2),
+            Stamp::Llama1bB1 => ("llama-3.2-1b", 1),
+            Stamp::Llama1bB8 => ("llama-3.2-1b", 8),
+            Stamp::Llama1bB32 => ("llama-3.2-1b", 32),
+            Stamp::Llama1bB64 => ("llama-3.2-1b", 64),
+            Stamp::Llama8bB1 => ("llama-3.1-8b", 1),
+            Stamp::Llama8bB8 => ("llama-3.1-8b", 8),
+            Stamp::Llama8bB32 => ("llama-3.1-8b", 32),
+            Stamp::Llama8bB64 => ("llama-3.1-8b", 64),
+        };
+        // (the literals of the stamp's line in `crate::decode`)
+        let (chunks, chunk, vocab_tiles) = match (preset, batch) {
+            ("tiny", _) => (8, 4, 4),
+            (_, 1) => (16, 512, 501),
+            (_, 8) => (2, 4096, 501),
+            _ => (1, 8192, 501),
         };
         Geometry { preset, batch, chunks, chunk, vocab_tiles }
     }
@@ -72,7 +110,12 @@ impl Stamp {
             Stamp::TinyB2 => &decode_tiny_b2::KERNEL,
             Stamp::Llama1bB1 => &decode_1b_b1::KERNEL,
             Stamp::Llama1bB8 => &decode_1b_b8::KERNEL,
+            Stamp::Llama1bB32 => &decode_1b_b32::KERNEL,
+            Stamp::Llama1bB64 => &decode_1b_b64::KERNEL,
             Stamp::Llama8bB1 => &decode_8b_b1::KERNEL,
+            Stamp::Llama8bB8 => &decode_8b_b8::KERNEL,
+            Stamp::Llama8bB32 => &decode_8b_b32::KERNEL,
+            Stamp::Llama8bB64 => &decode_8b_b64::KERNEL,
         }
     }
 
@@ -175,6 +218,7 @@ pub struct Decoder<'b, Bk: Backend> {
     xn: Bk::Tensor<bf16>,
     xm: Bk::Tensor<bf16>,
     qkv: Bk::Tensor<bf16>,
+    rope: Bk::Tensor<f32>,
     po: Bk::Tensor<f32>,
     pml: Bk::Tensor<f32>,
     attn: Bk::Tensor<bf16>,
@@ -183,23 +227,45 @@ pub struct Decoder<'b, Bk: Backend> {
     logits: Bk::Tensor<f32>,
     best: Bk::Tensor<f32>,
     index: Bk::Tensor<i32>,
-    next: Bk::Tensor<i32>,
-    /// The step's token ids `[B]`, written in place each step.
-    ids: Bk::Tensor<i32>,
-    /// The step's positions `[B]`, written in place each step.
-    pos: Bk::Tensor<i32>,
+    /// The step inputs, two pairs of token ids and positions `[B]`: a step reads pair
+    /// `cur` and writes its argmax and its positions + 1 into the other, which the next
+    /// step reads (so a step of generation uploads nothing).
+    inputs: [StepInputs<Bk>; 2],
+    /// The pair the next step reads.
+    cur: usize,
     /// Host staging of the ids or positions as `i32` (kept to allocate nothing per step).
     staging: Vec<i32>,
 }
 
-/// Where a step's token ids come from.
-#[derive(Clone, Copy)]
-enum Ids<'a> {
-    /// From the host.
-    Host(&'a [u32]),
-    /// The last step's next tokens, still in the decoder's `next` tensor (copied on the
-    /// device into the ids).
-    LastNext,
+/// One pair of a decoder's step inputs on the device, and what the host knows they hold.
+struct StepInputs<Bk: Backend> {
+    ids: Bk::Tensor<i32>,
+    pos: Bk::Tensor<i32>,
+    /// The ids in `ids`, where known (written, or downloaded as a step's result).
+    known_ids: Option<Vec<i32>>,
+    /// The positions in `pos`, where known.
+    known_pos: Option<Vec<i32>>,
+}
+
+impl<Bk: Backend> StepInputs<Bk> {
+    fn new(backend: &Bk, batch: usize) -> Result<Self> {
+        let zeros = || backend.upload(&Tensor::<i32>::zeros(&[batch])).map_err(Error::from);
+        Ok(StepInputs { ids: zeros()?, pos: zeros()?, known_ids: None, known_pos: None })
+    }
+}
+
+/// Writes `values` into `t` unless the host knows that `t` holds them already.
+fn write_if_changed<Bk: Backend>(
+    backend: &Bk,
+    t: &mut Bk::Tensor<i32>,
+    known: &mut Option<Vec<i32>>,
+    values: &[i32],
+) -> Result<()> {
+    if known.as_deref() != Some(values) {
+        backend.write(t, values)?;
+        *known = Some(values.to_vec());
+    }
+    Ok(())
 }
 
 impl<'b, Bk: Backend> Decoder<'b, Bk> {
@@ -239,6 +305,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             xn: nan(&[l * b, h])?,
             xm: nan(&[l * b, h])?,
             qkv: nan(&[l * b, nkv * (g + 2) * d])?,
+            rope: nan32(&[b, d])?,
             po: nan32(&[l * b * nkv * s * g, d])?,
             pml: nan32(&[l * b * nkv * s * g, 2])?,
             attn: nan(&[l * b, nkv * g * d])?,
@@ -247,9 +314,8 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             logits: nan32(&[b, v])?,
             best: nan32(&[b, geo.vocab_tiles])?,
             index: backend.upload(&Tensor::<i32>::from_vec(&[b, geo.vocab_tiles], vec![-7; b * geo.vocab_tiles])?)?,
-            next: backend.upload(&Tensor::<i32>::from_vec(&[b], vec![-7; b])?)?,
-            ids: backend.upload(&Tensor::<i32>::zeros(&[b]))?,
-            pos: backend.upload(&Tensor::<i32>::zeros(&[b]))?,
+            inputs: [StepInputs::new(backend, b)?, StepInputs::new(backend, b)?],
+            cur: 0,
             staging: Vec::with_capacity(b),
         })
     }
@@ -270,7 +336,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// must have filled. Returns the next tokens, and the logits when `want_logits`.
     pub fn step(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Step> {
         self.check_inputs(tokens, positions)?;
-        self.run(Ids::Host(tokens), positions, want_logits)
+        self.run(tokens, positions, want_logits)
     }
 
     /// The errors of [`Decoder::step`]'s inputs.
@@ -297,21 +363,21 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
 
     /// One step over checked inputs: writes the ids and positions into their buffers,
     /// launches, and downloads the next tokens (and the logits when `want_logits`).
-    fn run(&mut self, ids: Ids<'_>, positions: &[usize], want_logits: bool) -> Result<Step> {
+    fn run(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Step> {
         let t0 = Instant::now();
         let be = self.backend;
-        match ids {
-            Ids::Host(tokens) => {
-                self.staging.clear();
-                self.staging.extend(tokens.iter().map(|&t| t as i32));
-                be.write(&mut self.ids, &self.staging)?;
-            }
-            Ids::LastNext => be.copy(&self.next, &mut self.ids)?,
-        }
+        let [a, b] = &mut self.inputs;
+        let (input, output) = if self.cur == 0 { (a, b) } else { (b, a) };
+        // what generation feeds back (the last step's tokens at the next positions) is on
+        // the device already: nothing is uploaded then
+        self.staging.clear();
+        self.staging.extend(tokens.iter().map(|&t| t as i32));
+        write_if_changed(be, &mut input.ids, &mut input.known_ids, &self.staging)?;
         self.staging.clear();
         self.staging.extend(positions.iter().map(|&p| p as i32));
-        be.write(&mut self.pos, &self.staging)?;
-        let (ids, pos) = (&self.ids, &self.pos);
+        write_if_changed(be, &mut input.pos, &mut input.known_pos, &self.staging)?;
+        (output.known_ids, output.known_pos) = (None, None);
+        let (ids, pos) = (&input.ids, &input.pos);
         let head = self.lm_head.as_ref().unwrap_or(&self.table);
         macro_rules! launch {
             ($m:ident) => {
@@ -337,6 +403,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                     &mut self.xn,
                     &mut self.xm,
                     &mut self.qkv,
+                    &mut self.rope,
                     &mut self.po,
                     &mut self.pml,
                     &mut self.attn,
@@ -345,7 +412,8 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                     &mut self.logits,
                     &mut self.best,
                     &mut self.index,
-                    &mut self.next,
+                    &mut output.ids,
+                    &mut output.pos,
                 )
             };
         }
@@ -354,10 +422,18 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             Stamp::TinyB2 => launch!(decode_tiny_b2),
             Stamp::Llama1bB1 => launch!(decode_1b_b1),
             Stamp::Llama1bB8 => launch!(decode_1b_b8),
+            Stamp::Llama1bB32 => launch!(decode_1b_b32),
+            Stamp::Llama1bB64 => launch!(decode_1b_b64),
             Stamp::Llama8bB1 => launch!(decode_8b_b1),
+            Stamp::Llama8bB8 => launch!(decode_8b_b8),
+            Stamp::Llama8bB32 => launch!(decode_8b_b32),
+            Stamp::Llama8bB64 => launch!(decode_8b_b64),
         }?;
         let wall = t0.elapsed();
-        let next = be.download(&self.next)?;
+        let next = be.download(&output.ids)?;
+        self.cur = 1 - self.cur;
+        output.known_ids = Some(next.as_slice().to_vec());
+        output.known_pos = Some(self.staging.iter().map(|p| p + 1).collect());
         let next = next
             .as_slice()
             .iter()
@@ -399,8 +475,6 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         }
         let mut tokens: Vec<Vec<u32>> = vec![Vec::with_capacity(n_tokens); prompts.len()];
         let mut logits = None;
-        // the tokens the device's `next` holds (the last step's, downloaded)
-        let mut last_next: Option<Vec<u32>> = None;
         for pos in 0..steps {
             let input: Vec<u32> = prompts
                 .iter()
@@ -409,17 +483,14 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                 .collect();
             let positions = vec![pos; prompts.len()];
             self.check_inputs(&input, &positions)?;
-            // once every sequence feeds back its last output, the ids are already on the
-            // device: copy them there instead of uploading what was just downloaded
-            let ids = if last_next.as_ref() == Some(&input) { Ids::LastNext } else { Ids::Host(&input) };
-            let step = self.run(ids, &positions, pos + 1 == steps)?;
+            // once every sequence feeds back its last output, the step uploads nothing
+            let step = self.run(&input, &positions, pos + 1 == steps)?;
             for ((p, out), &next) in prompts.iter().zip(&mut tokens).zip(&step.next) {
                 if pos + 1 >= p.len() && out.len() < n_tokens {
                     out.push(next);
                 }
             }
             each(pos, &step);
-            last_next = Some(step.next.clone());
             logits = step.logits;
         }
         Ok(Generation { tokens, logits: logits.expect("the last step downloads its logits") })

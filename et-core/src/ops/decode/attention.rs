@@ -1,7 +1,10 @@
 //! Grouped-query decode attention over a contiguous KV cache, split over KV chunks
 //! (flash-decoding): [`attention_partial`] runs per (KV head, chunk) and writes the
 //! chunk's unnormalised output with its running max and sum for each query head of the
-//! group; [`attention_merge`] combines a KV head's chunks.
+//! group; [`attention_merge`] combines a KV head's chunks. The decode step's form,
+//! [`attention_rope_split`], applies RoPE itself and splits the valid positions evenly
+//! into a fixed number of pieces (so a short context still spreads over every piece);
+//! [`attention_kv_append`] then writes the step's key and value into the cache.
 //!
 //! The query heads of a group share one pass over the chunk's K and V: a lane holds 8
 //! dimensions of every query head and its output accumulators in registers; the D/8
@@ -9,14 +12,13 @@
 //! at a time with an online softmax per row group, then row groups and warps combine.
 
 use super::decode_cuda;
-use super::rope::{rope_cuda, rope_sin_cos};
 use crate::dtype::bf16;
 use crate::tile::{TileMut, TileRef};
 
 /// The CUDA core of the split-KV ops: one chunk of one KV head for its `G` query heads.
 macro_rules! chunk_cuda {
     ($body:literal) => {
-        decode_cuda!([rope_cuda!(), r#"
+        decode_cuda!([r#"
 // One KV chunk for the G query heads whose values are in s_q[g * D + i] (shared memory,
 // as the floats of their bf16 values): rows [0, valid) of k and v ([1, C, D]). Writes
 // o (G x D, unnormalised) and ml (G x 2: max and sum). SG and SD are the group size and
@@ -25,11 +27,19 @@ macro_rules! chunk_cuda {
 //
 // A lane holds 8 dimensions of every query head and their output accumulators; the D/8
 // lanes of a row group read one cache row with 16-byte loads, so a warp reads 32*8/D rows
-// at a time, two per row group in flight, with an online softmax per row group; then the
+// at a time, ET_ATTN_ROWS per row group in flight (2 unless -D in ET_NVRTC_OPTIONS says
+// otherwise, for side-by-side runs), with an online softmax per row group; then the
 // row groups of a warp combine by shuffles and the warps through shared memory.
+//
+// Row `xr` (-1: none) is not read from k and v but from `s_new` (shared memory, 16-byte
+// aligned: the key's D bf16 values, then the value's): the new position of a decode step,
+// whose key and value reach the cache only after every chunk has read it.
+#ifndef ET_ATTN_ROWS
+#define ET_ATTN_ROWS 2
+#endif
 template <int SG, int SD, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
-                                                M ml) {
+                                                M ml, const et::bf16* s_new = nullptr, int xr = -1) {
     constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
     __shared__ float s_m[32 * 8];
     __shared__ float s_lw[32 * 8];
@@ -46,9 +56,10 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
     }
     const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
     const bool vec = vec_rows(k.ptr, k.stride[1], k.stride[2]) && vec_rows(v.ptr, v.stride[1], v.stride[2]);
-    // a warp takes 2 * groups rows per step: with no more valid rows than that (a short
+    // a warp takes R * groups rows per step: with no more valid rows than that (a short
     // context's last chunk), warp 0 does the whole chunk and no cross-warp combine runs
-    const bool one_warp = valid <= 2 * groups;
+    constexpr int R = ET_ATTN_ROWS;
+    const bool one_warp = valid <= R * groups;
     if (one_warp && warp != 0) return;
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
@@ -61,18 +72,23 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
             acc[g][i] = 0.0f;
         }
     }
-    for (int base = warp * groups * 2; base < valid; base += warps * groups * 2) {
-        uint4 kv[2], vv[2];
-        int rows[2];
+    for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
+        uint4 kv[R], vv[R];
+        int rows[R];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < R; ++u) {
             rows[u] = base + u * groups + rg;
             const bool in = rows[u] < valid;
-            kv[u] = in ? load8<false>(k.ptr + (long long)rows[u] * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
-            vv[u] = in ? load8<false>(v.ptr + (long long)rows[u] * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+            if (rows[u] == xr) {
+                kv[u] = *reinterpret_cast<const uint4*>(s_new + d0);
+                vv[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
+            } else {
+                kv[u] = in ? load8<false>(k.ptr + (long long)rows[u] * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                vv[u] = in ? load8<false>(v.ptr + (long long)rows[u] * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+            }
         }
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < R; ++u) {
             float kf[8], vf[8];
             unpack8(kv[u], kf);
             unpack8(vv[u], vf);
@@ -231,41 +247,46 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
 }
 
 crate::tile_op! { cuda = chunk_cuda!(r#"
-template <class QKV, class P, class K, class V, class O, class M>
-__device__ void attention_rope_partial(QKV qkv, P pos, float theta, float factor, float low, float high,
-                                       float original, long long start, float scale, K kc, V vc, O o, M ml) {
+template <class QKV, class P, class CS, class K, class V, class O, class M>
+__device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long long parts, float scale, K kc, V vc,
+                                     O o, M ml) {
     __shared__ float s_q[8 * 128];
+    __shared__ __align__(16) et::bf16 s_new[2 * 128];
     constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
-    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_partial: 1 to 8 query heads per KV head");
-    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_partial: the head dimension must be 64 or 128");
-    const int G = SG >= 1 ? SG : o.shape[0], D = SD >= 1 ? SD : o.shape[1], half = D / 2, C = kc.shape[1];
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_split: 1 to 8 query heads per KV head");
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_split: the head dimension must be 64 or 128");
+    const int G = SG >= 1 ? SG : o.shape[0], D = SD >= 1 ? SD : o.shape[1], half = D / 2, L = kc.shape[1];
     const int p = pos.ptr[0];
-    const long long rel = (long long)p - start; // the new position's row in this chunk
-    const long long valid_ll = rel + 1;
-    const int valid = valid_ll < 0 ? 0 : (valid_ll > C ? C : (int)valid_ll);
+    // positions 0 ..= p, split evenly: this piece is [lo, hi); past the cache nothing is read
+    const long long n = p < 0 ? 0 : (p < L ? (long long)p + 1 : (long long)L);
+    const long long lo = part * n / parts, hi = (part + 1) * n / parts;
+    const bool mine = lo <= p && p < hi; // the new position is this piece's last row
+    const int valid = (int)(hi - lo);
     if (valid > 0) {
-        const bool here = rel >= 0 && rel < C;
         // pair e of the G query heads and of the key (head G) turns by the same angle
         for (int t = threadIdx.x; t < (G + 1) * half; t += blockDim.x) {
             const int h = t / half, e = t - h * half;
             const float a = et::to_float(qkv(0, h * D + e)), b = et::to_float(qkv(0, h * D + e + half));
-            float sf, cf;
-            rope_sincos(p, e, D, theta, factor, low, high, original, sf, cf);
+            const float cf = cs(0, e), sf = cs(0, e + half);
             const et::bf16 x = et::from_float<et::bf16>(a * cf - b * sf), y = et::from_float<et::bf16>(b * cf + a * sf);
             if (h < G) {
                 s_q[h * D + e] = et::to_float(x);
                 s_q[h * D + e + half] = et::to_float(y);
-            } else if (here) {
-                kc(0, (int)rel, e) = x;
-                kc(0, (int)rel, e + half) = y;
+            } else if (mine) {
+                s_new[e] = x;
+                s_new[e + half] = y;
             }
         }
-        if (here)
-            for (int e = threadIdx.x; e < D; e += blockDim.x) vc(0, (int)rel, e) = qkv(0, (G + 1) * D + e);
+        if (mine)
+            for (int e = threadIdx.x; e < D; e += blockDim.x) s_new[D + e] = qkv(0, (G + 1) * D + e);
         // the queries, and the new key and value, are read by other threads below
         __syncthreads();
     }
-    attention_chunk<SG, SD>(s_q, G, D, kc, vc, valid, scale, o, ml);
+    K k = kc;
+    V v = vc;
+    k.ptr += lo * kc.stride[1];
+    v.ptr += lo * vc.stride[1];
+    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
 }
 "#);
     contract {
@@ -273,62 +294,119 @@ __device__ void attention_rope_partial(QKV qkv, P pos, float theta, float factor
         o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
         qkv[0] == 1 && qkv[1] == (o[0] + 2) * o[1] => "qkv must be one row of G query heads, a key and a value: [1, (o's rows + 2) x o's columns]",
         pos[0] == 1 => "pos must be one element (the position)",
-        kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's chunk: [1, positions, o's columns]",
+        cs[0] == 1 && cs[1] == o[1] => "cs must be the rope table row of the position: [1, o's columns]",
+        kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's cache: [1, positions, o's columns]",
         vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
         ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2] (max and sum per query head)",
     }
-    /// RoPE, KV append and one KV chunk of decode attention in one task, for one sequence
-    /// and one KV head at the run-time position `p = pos[0]`: `qkv` is `[1, (G + 2) · D]`
-    /// (the `G` query heads, the key, the value: a row slice of a fused QKV projection),
-    /// `kc` and `vc` the chunk `[1, C, D]` of that head's cache that starts at position
-    /// `start`. The queries and the key turn by Llama 3's RoPE ([`rope_sin_cos`], the
-    /// rotation in f32, rounded to bf16 once); the chunk that holds position `p` writes
-    /// the key and the value there; then, over the positions `start ..= p` of the chunk,
-    /// the chunk's attention as [`attention_partial`] with `len = p + 1`. Every chunk
-    /// computes the rotated queries itself, so the chunks of a head need no task between
-    /// the projection and them; chunks past `p` read nothing.
+    /// RoPE and piece `part` of `parts` of decode attention, for one sequence and one KV
+    /// head at the run-time position `p = pos[0]`: `qkv` is `[1, (G + 2) · D]` (the `G`
+    /// query heads, the key, the value: a row slice of a fused QKV projection), `kc` and
+    /// `vc` that head's whole cache `[1, L, D]`, which holds positions `0 .. p` (read
+    /// only). The `p + 1` positions `0 ..= p` are split evenly: piece `c` takes
+    /// `[c·(p+1)/parts, (c+1)·(p+1)/parts)`, so every piece of a long context has work and
+    /// the task graph does not depend on the position. The queries and the new key turn by
+    /// the rotation `cs` of [`rope_table`](super::rope_table) at `p` (in f32, rounded to bf16 once); the piece that holds
+    /// `p` takes its key and value from `qkv`, not from the cache ([`attention_kv_append`]
+    /// writes them there once every piece has read the cache). Writes the piece's
+    /// unnormalised output and `[max, sum]` per query head as [`attention_partial`]
+    /// (`[-inf, 0]` and zeros for an empty piece); [`attention_merge`] combines the
+    /// pieces. Positions at or past `L` are not read.
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_rope_partial(
+    pub fn attention_rope_split(
         qkv: TileRef<'_, bf16, 2>,
         pos: TileRef<'_, i32, 1>,
-        theta: f32,
-        factor: f32,
-        low: f32,
-        high: f32,
-        original: f32,
-        start: i64,
+        cs: TileRef<'_, f32, 2>,
+        part: i64,
+        parts: i64,
         scale: f32,
-        mut kc: TileMut<'_, bf16, 3>,
-        mut vc: TileMut<'_, bf16, 3>,
+        kc: TileRef<'_, bf16, 3>,
+        vc: TileRef<'_, bf16, 3>,
         mut o: TileMut<'_, f32, 2>,
         mut ml: TileMut<'_, f32, 2>,
     ) {
         let [g, d] = o.shape();
-        let (p, c) = (pos.get([0]), kc.shape()[1]);
-        let rel = p as i64 - start;
-        let valid = (rel + 1).clamp(0, c as i64) as usize;
+        let (p, l) = (pos.get([0]) as i64, kc.shape()[1] as i64);
+        let n = if p < 0 { 0 } else { (p + 1).min(l) };
+        let (lo, hi) = (part * n / parts, (part + 1) * n / parts);
+        let valid = (hi - lo).max(0) as usize;
         let mut qs = vec![0f32; g * d];
+        let mut new_kv = vec![0f32; 2 * d];
         if valid > 0 {
             for e in 0..d / 2 {
-                let (s, co) = rope_sin_cos(p, e, d, theta, factor, low, high, original);
+                let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
                 for h in 0..=g {
                     let (a, b) = (qkv.get([0, h * d + e]).to_f32(), qkv.get([0, h * d + e + d / 2]).to_f32());
-                    let (x, y) = (bf16::from_f32(a * co - b * s), bf16::from_f32(b * co + a * s));
-                    if h < g {
-                        (qs[h * d + e], qs[h * d + e + d / 2]) = (x.to_f32(), y.to_f32());
-                    } else if (0..c as i64).contains(&rel) {
-                        kc.set([0, rel as usize, e], x);
-                        kc.set([0, rel as usize, e + d / 2], y);
-                    }
+                    let (x, y) = (bf16::from_f32(a * co - b * s).to_f32(), bf16::from_f32(b * co + a * s).to_f32());
+                    let (xs, ys) = if h < g { (h * d + e, h * d + e + d / 2) } else { (e, e + d / 2) };
+                    let dst = if h < g { &mut qs } else { &mut new_kv };
+                    (dst[xs], dst[ys]) = (x, y);
                 }
             }
-            if (0..c as i64).contains(&rel) {
-                for e in 0..d {
-                    vc.set([0, rel as usize, e], qkv.get([0, (g + 1) * d + e]));
-                }
+            for e in 0..d {
+                new_kv[d + e] = qkv.get([0, (g + 1) * d + e]).to_f32();
             }
         }
-        chunk_reference(&qs, |p, i| (kc.get([0, p, i]).to_f32(), vc.get([0, p, i]).to_f32()), valid, scale, &mut o, &mut ml);
+        let row = |r: usize, i: usize| {
+            let at = lo as usize + r;
+            if at as i64 == p { (new_kv[i], new_kv[d + i]) } else { (kc.get([0, at, i]).to_f32(), vc.get([0, at, i]).to_f32()) }
+        };
+        chunk_reference(&qs, row, valid, scale, &mut o, &mut ml);
+    }
+}
+
+crate::tile_op! { cuda = decode_cuda!(r#"
+template <class QKV, class P, class CS, class K, class V>
+__device__ void attention_kv_append(QKV qkv, P pos, CS cs, K kc, V vc) {
+    const int D = kc.shape[2], G = qkv.shape[1] / D - 2, half = D / 2, L = kc.shape[1];
+    const int p = pos.ptr[0];
+    if (p < 0 || p >= L) return;
+    for (int e = threadIdx.x; e < half; e += blockDim.x) {
+        const float a = et::to_float(qkv(0, G * D + e)), b = et::to_float(qkv(0, G * D + e + half));
+        const float cf = cs(0, e), sf = cs(0, e + half);
+        kc(0, p, e) = et::from_float<et::bf16>(a * cf - b * sf);
+        kc(0, p, e + half) = et::from_float<et::bf16>(b * cf + a * sf);
+    }
+    for (int e = threadIdx.x; e < D; e += blockDim.x) vc(0, p, e) = qkv(0, (G + 1) * D + e);
+}
+"#);
+    contract {
+        kc[2] == 64 || kc[2] == 128 => "the head dimension (kc's last extent) must be 64 or 128",
+        qkv[0] == 1 && qkv[1] >= 3 * kc[2] && qkv[1] % kc[2] == 0 => "qkv must be one row of query heads, a key and a value: [1, (G + 2) x kc's last extent]",
+        pos[0] == 1 => "pos must be one element (the position)",
+        cs[0] == 1 && cs[1] == kc[2] => "cs must be the rope table row of the position: [1, kc's last extent]",
+        kc[0] == 1 => "kc must be one KV head's cache: [1, positions, head dim]",
+        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
+    }
+    /// Appends a decode step's key and value to one KV head's cache at the run-time
+    /// position `p = pos[0]`: `qkv` is the `[1, (G + 2) · D]` row of
+    /// [`attention_rope_split`] (the `G` query heads, the key, the value); the key turns
+    /// by the rotation `cs` exactly as there and goes to `kc[0, p, :]`, the value to
+    /// `vc[0, p, :]`. A position outside `0 .. L` writes nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_kv_append(
+        qkv: TileRef<'_, bf16, 2>,
+        pos: TileRef<'_, i32, 1>,
+        cs: TileRef<'_, f32, 2>,
+        mut kc: TileMut<'_, bf16, 3>,
+        mut vc: TileMut<'_, bf16, 3>,
+    ) {
+        let d = kc.shape()[2];
+        let g = qkv.shape()[1] / d - 2;
+        let p = pos.get([0]);
+        if p < 0 || p as usize >= kc.shape()[1] {
+            return;
+        }
+        let at = p as usize;
+        for e in 0..d / 2 {
+            let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
+            let (a, b) = (qkv.get([0, g * d + e]).to_f32(), qkv.get([0, g * d + e + d / 2]).to_f32());
+            kc.set([0, at, e], bf16::from_f32(a * co - b * s));
+            kc.set([0, at, e + d / 2], bf16::from_f32(b * co + a * s));
+        }
+        for e in 0..d {
+            vc.set([0, at, e], qkv.get([0, (g + 1) * d + e]));
+        }
     }
 }
 
@@ -358,28 +436,34 @@ fn chunk_reference(
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"
-// A thread per output element; the loops over the chunks are unrolled so that their
-// loads are in flight together (the merge sits on the decode step's critical path).
+// A thread per output element, one pass with an online rescale over the chunks, 16 at a
+// time whose loads are all in flight together (the merge sits on the decode step's
+// critical path: one memory round per 16 chunks).
 template <class O, class M, class Y>
 __device__ void attention_merge(O o, M ml, Y out) {
     typedef typename elem_of<decltype(out.ptr)>::type T;
     const int D = o.shape[1], W = out.shape[1], G = out.shape[0] * W / D, S = o.shape[0] / G;
     for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
         const int g = e / D, i = e % D;
-        float mx = __int_as_float(0xff800000);
-#pragma unroll 8
-        for (int s = 0; s < S; ++s) {
-            const float m = ml(s * G + g, 0), l = ml(s * G + g, 1);
-            if (l > 0.0f) mx = fmaxf(mx, m);
-        }
-        float num = 0.0f, den = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < S; ++s) {
-            const float l = ml(s * G + g, 1);
-            if (!(l > 0.0f)) continue;
-            const float c = __expf(ml(s * G + g, 0) - mx);
-            num += c * o(s * G + g, i);
-            den += c * l;
+        float mx = __int_as_float(0xff800000), num = 0.0f, den = 0.0f;
+        for (int s0 = 0; s0 < S; s0 += 16) {
+            float m[16], l[16], v[16];
+#pragma unroll
+            for (int u = 0; u < 16; ++u) {
+                const int s = s0 + u;
+                const bool in = s < S;
+                m[u] = in ? ml(s * G + g, 0) : 0.0f;
+                l[u] = in ? ml(s * G + g, 1) : 0.0f;
+                v[u] = in ? o(s * G + g, i) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < 16; ++u) {
+                if (!(l[u] > 0.0f)) continue; // an empty chunk (or one past S)
+                const float mn = fmaxf(mx, m[u]), keep = __expf(mx - mn), c = __expf(m[u] - mn);
+                num = num * keep + c * v[u];
+                den = den * keep + c * l[u];
+                mx = mn;
+            }
         }
         out(e / W, e % W) = et::from_float<T>(den > 0.0f ? num / den : 0.0f);
     }

@@ -172,6 +172,16 @@ pub const fn prefetch_bytes(w: &[usize], mats: usize) -> usize {
 macro_rules! matvec_cuda {
     ($body:literal) => {
         decode_cuda!([r#"
+// 16-byte loads in flight per lane and k step: the CUDA-core path (batch 1) keeps
+// ET_GEMV_SIMT_U of one weight row in flight (half per matrix for a pair), the tensor-core
+// path ET_GEMV_MMA_U steps of two rows (half above batch 16). Defaults measured on the
+// H200 (RESULTS); -D in ET_NVRTC_OPTIONS overrides them for side-by-side runs.
+#ifndef ET_GEMV_SIMT_U
+#define ET_GEMV_SIMT_U 4
+#endif
+#ifndef ET_GEMV_MMA_U
+#define ET_GEMV_MMA_U 4
+#endif
 __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned int a0, unsigned int a1, unsigned int a2,
                                          unsigned int a3, unsigned int b0, unsigned int b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -363,7 +373,7 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
     // four steps in flight (eight 16-byte loads a lane, 64 KB an SM) while the fragments
     // and accumulators leave room; two at batches above 16, whose 32 accumulators and
     // eight B fragments per step would not fit beside four
-    constexpr int U = NBM > 2 ? 2 : 4;
+    constexpr int U = NBM > 2 ? (ET_GEMV_MMA_U + 1) / 2 : ET_GEMV_MMA_U;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const MatvecPlan p = matvec_plan(N, K, B, NW);
@@ -449,7 +459,7 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
                                             long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                             long long xs1, int B, int N, int K, bool vec, E& epi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    constexpr int U = NW == 1 ? 4 : 2;
+    constexpr int U = NW == 1 ? ET_GEMV_SIMT_U : (ET_GEMV_SIMT_U + 1) / 2;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int i = warp; i < N; i += warps) {
         const int r = i < N - P ? P + i : i - (N - P);

@@ -1,4 +1,5 @@
-//! Embedding lookup: the rows of a token-embedding table picked by token ids.
+//! Embedding lookup (the rows of a token-embedding table picked by token ids) and the
+//! next step's positions.
 
 use super::decode_cuda;
 use crate::dtype::bf16;
@@ -33,6 +34,22 @@ __device__ void embed(E table, I ids, Y out) {
                 let x = if id >= 0 && (id as usize) < v { table.get([id as usize, k]) } else { bf16::ZERO };
                 out.set([b, k], x);
             }
+        }
+    }
+}
+
+crate::tile_op! { cuda = decode_cuda!(r#"
+template <class P, class Y>
+__device__ void next_positions(P pos, Y out) {
+    for (int b = threadIdx.x; b < pos.shape[0]; b += blockDim.x) out(b) = pos(b) + 1;
+}
+"#);
+    contract { out[0] == pos[0] => "out must have one element per position" }
+    /// `out[b] = pos[b] + 1`: the positions of the next decode step, written on the device
+    /// so that a step of generation needs no upload (the decoder swaps `pos` and `out`).
+    pub fn next_positions(pos: TileRef<'_, i32, 1>, mut out: TileMut<'_, i32, 1>) {
+        for b in 0..pos.shape()[0] {
+            out.set([b], pos.get([b]).wrapping_add(1));
         }
     }
 }

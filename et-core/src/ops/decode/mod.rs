@@ -30,15 +30,15 @@ mod norm;
 mod rope;
 
 pub use argmax::{argmax_merge, argmax_partial};
-pub use attention::{attention_merge, attention_partial, attention_rope_partial};
+pub use attention::{attention_kv_append, attention_merge, attention_partial, attention_rope_split};
 pub use elementwise::{elementwise_add, elementwise_scale};
 pub use gemv::{
     matvec, matvec_prefetch, matvec_prefetch_pair, matvec_residual, matvec_silu, matvec_split, reduce_split,
     reduce_split_residual,
 };
-pub use lookup::embed;
+pub use lookup::{embed, next_positions};
 pub use norm::{rms_norm, rms_norm_residual};
-pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos};
+pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos, rope_table};
 
 /// The CUDA helpers every decode op's text starts with (each op's text is compiled in a
 /// namespace of its own, so each carries its copy; unused copies cost NVRTC nothing

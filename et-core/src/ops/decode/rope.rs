@@ -51,7 +51,6 @@ __device__ __forceinline__ void rope_sincos(int p, int i, int dim, float theta, 
 "#
     };
 }
-pub(crate) use rope_cuda;
 
 /// The sine and cosine of pair `i`'s angle `p · llama3_inv_freq(i, ..)` for a head of
 /// `dim` elements, computed in f64 and rounded to f32: what every RoPE op rotates by.
@@ -155,6 +154,46 @@ __device__ void kv_append(S src, P pos, C cache) {
             for k in 0..d {
                 cache.set([hi, p as usize, k], src.get([hi, k]));
             }
+        }
+    }
+}
+
+crate::tile_op! { cuda = decode_cuda!([rope_cuda!()] r#"
+template <class P, class T>
+__device__ void rope_table(P pos, float theta, float factor, float low, float high, float original, T cs) {
+    const int half = cs.shape[1] / 2, p = pos.ptr[0];
+    for (int e = threadIdx.x; e < half; e += blockDim.x) {
+        float sf, cf;
+        rope_sincos(p, e, 2 * half, theta, factor, low, high, original, sf, cf);
+        cs(0, e) = cf;
+        cs(0, e + half) = sf;
+    }
+}
+"#);
+    contract {
+        pos[0] == 1 => "pos must be one element (the position)",
+        cs[0] == 1 && cs[1] % 2 == 0 => "cs must be one row of an even head dimension: [1, D]",
+    }
+    /// The rotation of every pair of a `D`-wide head at the position `pos[0]`, once for all
+    /// heads and layers of a decode step: `cs[0, e]` is the cosine and `cs[0, D/2 + e]` the
+    /// sine of pair `e`'s angle ([`rope_sin_cos`]: the angle in f64, rounded to f32), which
+    /// [`crate::ops::attention_rope_split`] and [`crate::ops::attention_kv_append`] read
+    /// instead of computing the f64 trigonometry in every task.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_table(
+        pos: TileRef<'_, i32, 1>,
+        theta: f32,
+        factor: f32,
+        low: f32,
+        high: f32,
+        original: f32,
+        mut cs: TileMut<'_, f32, 2>,
+    ) {
+        let d = cs.shape()[1];
+        for e in 0..d / 2 {
+            let (s, c) = rope_sin_cos(pos.get([0]), e, d, theta, factor, low, high, original);
+            cs.set([0, e], c);
+            cs.set([0, e + d / 2], s);
         }
     }
 }
