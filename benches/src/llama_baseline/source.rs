@@ -555,9 +555,9 @@ mod tests {
             let shape = Shape::of(stamp).unwrap();
             let st = stages(&shape);
             check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
-            // 1 + 8 per layer + 4 launches, as many CTAs as the megakernel has tasks
-            assert_eq!(st.iter().filter(|s| s.per_layer).count(), 8);
-            assert_eq!(st.len(), 13);
+            // 2 + 9 per layer + 4 launches, as many CTAs as the megakernel has tasks
+            assert_eq!(st.iter().filter(|s| s.per_layer).count(), 9);
+            assert_eq!(st.len(), 15);
         }
     }
 
@@ -565,7 +565,7 @@ mod tests {
     fn a_wrong_tile_is_a_contract_error_naming_the_stage() {
         let shape = Shape::of(Stamp::Llama1bB1).unwrap();
         let mut st = stages(&shape);
-        st[2].extents[1] = vec![1, 1024];
+        st[3].extents[1] = vec![1, 1024];
         let err = check_stages(&st).unwrap_err();
         assert!(err.contains("stage `bl_qkv_proj`") && err.contains("reduced extent"), "{err}");
     }
@@ -581,6 +581,6 @@ mod tests {
             assert_eq!(src.matches(&format!(" {}(", s.kernel)).count(), 1, "{}", s.kernel);
         }
         assert!(src.contains("constexpr int B = 2;") && src.contains("constexpr int VT = 4;"));
-        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_chunk(int layer, void* qkv, void* pos, float theta"));
+        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_chunk(int layer, void* qkv, void* pos, void* rope, float scale"));
     }
 }

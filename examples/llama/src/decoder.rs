@@ -78,28 +78,22 @@ impl Stamp {
         Stamp::Llama8bB64,
     ];
 
-    /// Its static sizes (the literals of its `decode_step!` line in [`crate::decode`]).
+    /// Its static sizes, read from its megakernel's static dims (the literals of its line
+    /// in [`crate::decode`]), so that they are written once.
     pub fn geometry(self) -> Geometry {
-        let (preset, batch) = match self {
-            Stamp::TinyB1 => ("tiny", 1),
-            Stamp::TinyB2 => ("tiny", 2),
-            Stamp::Llama1bB1 => ("llama-3.2-1b", 1),
-            Stamp::Llama1bB8 => ("llama-3.2-1b", 8),
-            Stamp::Llama1bB32 => ("llama-3.2-1b", 32),
-            Stamp::Llama1bB64 => ("llama-3.2-1b", 64),
-            Stamp::Llama8bB1 => ("llama-3.1-8b", 1),
-            Stamp::Llama8bB8 => ("llama-3.1-8b", 8),
-            Stamp::Llama8bB32 => ("llama-3.1-8b", 32),
-            Stamp::Llama8bB64 => ("llama-3.1-8b", 64),
+        use Stamp::*;
+        let preset = match self {
+            TinyB1 | TinyB2 => "tiny",
+            Llama1bB1 | Llama1bB8 | Llama1bB32 | Llama1bB64 => "llama-3.2-1b",
+            Llama8bB1 | Llama8bB8 | Llama8bB32 | Llama8bB64 => "llama-3.1-8b",
         };
-        // (the literals of the stamp's line in `crate::decode`)
-        let (chunks, chunk, vocab_tiles) = match (preset, batch) {
-            ("tiny", _) => (8, 4, 4),
-            (_, 1) => (16, 512, 501),
-            (_, 8) => (2, 4096, 501),
-            _ => (1, 8192, 501),
+        let kernel = self.kernel();
+        let dim = |name: &str| match kernel.graph.dims.iter().find(|d| d.name == name).map(|d| &d.kind) {
+            Some(et_core::graph::DimKind::Static(v)) => *v as usize,
+            // every stamp is a `decode_step!` line, whose dims are literals
+            _ => unreachable!("decode_step! gives `{}` a static dim {name}", kernel.name()),
         };
-        Geometry { preset, batch, chunks, chunk, vocab_tiles }
+        Geometry { preset, batch: dim("B"), chunks: dim("S"), chunk: dim("C"), vocab_tiles: dim("VT") }
     }
 
     /// Its megakernel: the graph's static dims are the stamp's tile sizes (read by the
