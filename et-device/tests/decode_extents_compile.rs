@@ -51,7 +51,7 @@ dynamic_extents(B2 w, B2 wu, B2 x, B2 r, B2 y, et::Tile<float, 2> yf, et::Tile<f
     op_matvec_residual::matvec_residual(w, x, r, y, arena);
     op_matvec_silu::matvec_silu(w, wu, x, y, arena);
     op_matvec_split::matvec_split(w, x, part, arena);
-    op_attention_partial::attention_partial(x, kc, vc, len, 0, 0.125f, yf, ml, arena);
+    op_attention_partial::attention_partial(x, kc, vc, len, 0, 0.125f, yf, ml);
     op_rms_norm::rms_norm(x, nw, 1e-5f, y);
     op_rms_norm_residual::rms_norm_residual(y, r, nw, 1e-5f, wu);
     op_embed::embed(w, ids, y);

@@ -15,13 +15,6 @@ use super::decode_cuda;
 use crate::dtype::bf16;
 use crate::tile::{TileMut, TileRef};
 
-/// The arena bytes of the split-KV ops: the arena's state line and a ring of 3 steps of 2
-/// rows per warp (16 warps, 1 KB a row step), the CUDA's `attention_ring_bytes(16)` with
-/// its default `ET_ATTN_STAGES` and `ET_ATTN_ROWS`. A CTA of more warps, or those
-/// macros raised, needs more than the megakernel's arena may hold: the op then reads
-/// through registers (the same results).
-pub const RING_BYTES: usize = 128 + 16 * 3 * 2 * 1024;
-
 /// The CUDA core of the split-KV ops: one chunk of one KV head for its `G` query heads.
 macro_rules! chunk_cuda {
     ($body:literal) => {
@@ -41,34 +34,12 @@ macro_rules! chunk_cuda {
 // Row `xr` (-1: none) is not read from k and v but from `s_new` (shared memory, 16-byte
 // aligned: the key's D bf16 values, then the value's): the new position of a decode step,
 // whose key and value reach the cache only after every chunk has read it.
-//
-// With an arena (`arena`, the op's shared memory) and 16-byte rows, the rows stream
-// through a ring of ET_ATTN_STAGES steps per warp in the arena (cp.async: each lane
-// copies, and later reads, its own 16-byte pieces, so no barrier orders the ring): while
-// a warp computes one step, its next ET_ATTN_STAGES - 1 steps are in flight, and a step's
-// rows update the softmax together (one rescale per step). ET_ATTN_STAGES=0 keeps the
-// register path (for side-by-side runs); so does an arena smaller than the ring.
 #ifndef ET_ATTN_ROWS
 #define ET_ATTN_ROWS 2
 #endif
-#ifndef ET_ATTN_STAGES
-#define ET_ATTN_STAGES 3
-#endif
-__device__ __forceinline__ void cp_async16(void* dst_smem, const void* src_global) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(et::smem_addr(dst_smem)), "l"(src_global) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-// The arena bytes of the ring for `warps` warps (after the arena's 128-byte state line).
-__device__ __forceinline__ unsigned int attention_ring_bytes(int warps) {
-    return 128u + (unsigned int)warps * ET_ATTN_STAGES * ET_ATTN_ROWS * 1024u;
-}
-
 template <int SG, int SD, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
-                                                M ml, unsigned char* arena, const et::bf16* s_new = nullptr,
-                                                int xr = -1) {
+                                                M ml, const et::bf16* s_new = nullptr, int xr = -1) {
     constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
     __shared__ float s_m[32 * 8];
     __shared__ float s_lw[32 * 8];
@@ -101,107 +72,7 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
             acc[g][i] = 0.0f;
         }
     }
-    const bool stream = ET_ATTN_STAGES > 0 && arena != nullptr && vec && et::arena_capacity() >= attention_ring_bytes(warps);
-    if (stream) {
-        constexpr int NS = ET_ATTN_STAGES > 0 ? ET_ATTN_STAGES : 1;
-        // this warp's ring: [stage][row u][key, value][lane] 16-byte pieces
-        uint4* ring = reinterpret_cast<uint4*>(arena + 128) + warp * (NS * R * 2 * 32);
-        const int first = warp * groups * R, stride = warps * groups * R;
-        const int steps = first < valid ? (valid - first + stride - 1) / stride : 0;
-        const auto issue = [&](int step) {
-            if (step < steps) {
-                uint4* slot = ring + (step % NS) * (R * 2 * 32);
-#pragma unroll
-                for (int u = 0; u < R; ++u) {
-                    const int row = first + step * stride + u * groups + rg;
-                    if (row < valid && row != xr) {
-                        cp_async16(slot + (2 * u) * 32 + lane, k.ptr + (long long)row * k.stride[1] + d0);
-                        cp_async16(slot + (2 * u + 1) * 32 + lane, v.ptr + (long long)row * v.stride[1] + d0);
-                    }
-                }
-            }
-            // every step commits a group, empty or not, so that the wait below counts steps
-            cp_async_commit();
-        };
-#pragma unroll
-        for (int st = 0; st < NS - 1; ++st) issue(st);
-#pragma unroll 1
-        for (int step = 0; step < steps; ++step) {
-            // the slot of step + NS - 1 is the one the previous step read (into registers,
-            // which its arithmetic consumed)
-            issue(step + NS - 1);
-            cp_async_wait<NS - 1>();
-            const uint4* slot = ring + (step % NS) * (R * 2 * 32);
-            // the rows stay packed (bf16) until used: unpacked all at once they would cost
-            // 16 registers a row and make ptxas spill
-            uint4 kq[R], vq[R];
-            bool in[R];
-#pragma unroll
-            for (int u = 0; u < R; ++u) {
-                const int row = first + step * stride + u * groups + rg;
-                in[u] = row < valid;
-                kq[u] = make_uint4(0, 0, 0, 0);
-                vq[u] = kq[u];
-                if (row == xr) {
-                    kq[u] = *reinterpret_cast<const uint4*>(s_new + d0);
-                    vq[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
-                } else if (in[u]) {
-                    kq[u] = slot[(2 * u) * 32 + lane];
-                    vq[u] = slot[(2 * u + 1) * 32 + lane];
-                }
-            }
-            // scores of every head for the step's rows (the key unpacked once per row)
-            float sc[GM][R];
-#pragma unroll
-            for (int u = 0; u < R; ++u) {
-                float kf[8];
-                unpack8(kq[u], kf);
-#pragma unroll
-                for (int g = 0; g < GM; ++g) {
-                    if (g >= G) break;
-                    float t = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) t += qr[g][i] * kf[i];
-                    sc[g][u] = t;
-                }
-            }
-#pragma unroll
-            for (int g = 0; g < GM; ++g) {
-                if (g >= G) break;
-                float mn = m[g];
-#pragma unroll
-                for (int u = 0; u < R; ++u) {
-                    for (int off = lanes / 2; off > 0; off >>= 1) sc[g][u] += __shfl_xor_sync(0xffffffffu, sc[g][u], off);
-                    if (in[u]) mn = fmaxf(mn, sc[g][u]);
-                }
-                // one rescale for the step's rows; sc becomes the rows' weights
-                const float corr = __expf(m[g] - mn);
-                l[g] *= corr;
-#pragma unroll
-                for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
-#pragma unroll
-                for (int u = 0; u < R; ++u) {
-                    sc[g][u] = in[u] ? __expf(sc[g][u] - mn) : 0.0f;
-                    l[g] += sc[g][u];
-                }
-                m[g] = mn;
-            }
-#pragma unroll
-            for (int u = 0; u < R; ++u) {
-                float vf[8];
-                unpack8(vq[u], vf);
-#pragma unroll
-                for (int g = 0; g < GM; ++g) {
-                    if (g >= G) break;
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) acc[g][i] += sc[g][u] * vf[i];
-                }
-            }
-        }
-        // nothing of the ring is left in flight (the groups past the last step are empty)
-        cp_async_wait<0>();
-    }
-    for (int base = warp * groups * R; !stream && base < valid; base += warps * groups * R) {
+    for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
         uint4 kv[R], vv[R];
         int rows[R];
 #pragma unroll
@@ -327,7 +198,7 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
 
 crate::tile_op! { cuda = chunk_cuda!(r#"
 template <class Q, class K, class V, class N, class O, class M>
-__device__ void attention_partial(Q q, K k, V v, N len, long long start, float scale, O o, M ml, unsigned char* smem) {
+__device__ void attention_partial(Q q, K k, V v, N len, long long start, float scale, O o, M ml) {
     __shared__ float s_q[8 * 128];
     constexpr int SG = Q::template static_extent<0>(), SD = Q::template static_extent<1>();
     static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_partial: 1 to 8 query heads per KV head");
@@ -336,15 +207,12 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     const long long valid_ll = (long long)len.ptr[0] - start;
     const int valid = valid_ll < 0 ? 0 : (valid_ll > C ? C : (int)valid_ll);
     if (valid > 0) {
-        // copies an earlier op of the task started into the arena land before the ring's
-        if (threadIdx.x == 0) et::arena_retire(smem);
         for (int e = threadIdx.x; e < G * D; e += blockDim.x) s_q[e] = et::to_float(q(e / D, e % D));
         __syncthreads();
     }
-    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml, smem);
+    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml);
 }
 "#);
-    smem = |extents| RING_BYTES;
     contract {
         q[1] == 64 || q[1] == 128 => "the head dimension (q's columns) must be 64 or 128",
         q[0] >= 1 && q[0] <= 8 => "the query heads per KV head (q's rows) must be 1 to 8",
@@ -381,7 +249,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
 crate::tile_op! { cuda = chunk_cuda!(r#"
 template <class QKV, class P, class CS, class K, class V, class O, class M>
 __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long long parts, float scale, K kc, V vc,
-                                     O o, M ml, unsigned char* smem) {
+                                     O o, M ml) {
     __shared__ float s_q[8 * 128];
     __shared__ __align__(16) et::bf16 s_new[2 * 128];
     constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
@@ -411,7 +279,6 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
         }
         if (mine)
             for (int e = threadIdx.x; e < D; e += blockDim.x) s_new[D + e] = qkv(0, (G + 1) * D + e);
-        if (threadIdx.x == 0) et::arena_retire(smem);
         // the queries, and the new key and value, are read by other threads below
         __syncthreads();
     }
@@ -419,10 +286,9 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
     V v = vc;
     k.ptr += lo * kc.stride[1];
     v.ptr += lo * vc.stride[1];
-    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml, smem, s_new, mine ? valid - 1 : -1);
+    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
 }
 "#);
-    smem = |extents| RING_BYTES;
     contract {
         o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
         o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
