@@ -13,7 +13,7 @@
 //! in the op's shared-memory arena, and after one barrier the CTA sums the slices in
 //! slice order (deterministic) and applies the epilogue, its threads over consecutive
 //! outputs (coalesced stores). A lane keeps four 32-wide `k` steps of its two weight rows
-//! in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM; two steps above batch
+//! in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM; one step above batch
 //! 16, where the accumulators need the registers) and reloads each step's registers as
 //! soon as that step's mmas have read them, so the stream never drains inside a unit.
 //! The mma reads both operands straight from global memory in 16-byte pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
@@ -174,8 +174,9 @@ macro_rules! matvec_cuda {
         decode_cuda!([r#"
 // 16-byte loads in flight per lane and k step: the CUDA-core path (batch 1) keeps
 // ET_GEMV_SIMT_U of one weight row in flight (half per matrix for a pair), the tensor-core
-// path ET_GEMV_MMA_U steps of two rows (half above batch 16). Defaults measured on the
-// H200 (RESULTS); -D in ET_NVRTC_OPTIONS overrides them for side-by-side runs.
+// path ET_GEMV_MMA_U steps of two rows (a quarter, rounded up, above batch 16). Defaults
+// measured on the H200 (RESULTS); -D in ET_NVRTC_OPTIONS overrides them for side-by-side
+// runs.
 #ifndef ET_GEMV_SIMT_U
 #define ET_GEMV_SIMT_U 4
 #endif
@@ -371,9 +372,10 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
                                            long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                            long long xs1, int B, int N, int K, bool vec, float* part, E& epi) {
     // four steps in flight (eight 16-byte loads a lane, 64 KB an SM) while the fragments
-    // and accumulators leave room; two at batches above 16, whose 32 accumulators and
-    // eight B fragments per step would not fit beside four
-    constexpr int U = NBM > 2 ? (ET_GEMV_MMA_U + 1) / 2 : ET_GEMV_MMA_U;
+    // and accumulators leave room; one at batches above 16, whose accumulators and B
+    // fragments fill the registers: inside a megakernel two steps made ptxas spill the
+    // loop (llama-3.2-1b at B = 64: 6.14 ms a step against 5.01 with one; RESULTS run 15)
+    constexpr int U = NBM > 2 ? (ET_GEMV_MMA_U + 3) / 4 : ET_GEMV_MMA_U;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const MatvecPlan p = matvec_plan(N, K, B, NW);
