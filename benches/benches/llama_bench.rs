@@ -67,6 +67,10 @@ struct Args {
     /// Skip the process-start-to-first-token runs.
     #[arg(long)]
     no_first_token: bool,
+    /// Print the baseline's GPU time per stage kernel (one step launched with events
+    /// between the launches), to set beside the megakernel's trace.
+    #[arg(long)]
+    stage_profile: bool,
     /// Write a Perfetto trace of one megakernel step per figure into this directory.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -168,7 +172,14 @@ fn run(args: &Args) -> Res<()> {
         println!("{config}: random weights in {:.1} s", t0.elapsed().as_secs_f64());
         for stamp in stamps {
             let batch = stamp.geometry().batch;
-            let bench = Bench { gpu: &gpu, weights: &weights, batch, steps: args.steps, warmup: args.warmup };
+            let bench = Bench {
+                gpu: &gpu,
+                weights: &weights,
+                batch,
+                steps: args.steps,
+                warmup: args.warmup,
+                stage_profile: args.stage_profile,
+            };
             for r in bench.run(&args.kv, &floor_ms, args.trace.as_deref())? {
                 println!("  {config} B = {batch} KV = {}: {:<20} {:>8.3} ms/step", r.kv, r.variant, r.step_ms);
                 emit(&Record::Step(r.clone()));
@@ -240,6 +251,7 @@ struct Bench<'a> {
     batch: usize,
     steps: usize,
     warmup: usize,
+    stage_profile: bool,
 }
 
 /// Median kernel time (ms) and median host time not hidden (µs) of `f`'s steps, each
@@ -329,6 +341,15 @@ impl Bench<'_> {
                     dec.options.trace = Some(file.clone());
                     dec.step(&tokens, &positions, false).map_err(e)?;
                     println!("  trace of one step: {}", file.display());
+                }
+            }
+            if self.stage_profile {
+                println!(
+                    "  {config} B = {} KV = {kv}: baseline GPU time per stage kernel (one step, stream)",
+                    self.batch
+                );
+                for (stage, n, us) in bl.stage_profile(&tokens, &positions)? {
+                    println!("    {stage:24} {n:4} launches {us:10.1} us total {:8.2} us each", us / n as f64);
                 }
             }
             let launches = bl.launches_per_step();

@@ -82,6 +82,8 @@ pub struct Baseline<'g> {
     _module: Arc<CudaModule>,
     functions: Vec<CudaFunction>,
     launches: Vec<Launch>,
+    /// Each function's stage kernel name (for [`Baseline::stage_profile`]).
+    names: Vec<String>,
     threads: u32,
     graph: Option<CudaGraph>,
     start: CudaEvent,
@@ -214,6 +216,7 @@ impl<'g> Baseline<'g> {
         for (f, st) in stages.iter().enumerate().skip(first_layered).filter(|(_, s)| !s.per_layer) {
             push(f, st, 0)?;
         }
+        let names = stages.iter().map(|st| st.kernel.clone()).collect();
         Ok(Baseline {
             gpu,
             stamp,
@@ -223,6 +226,7 @@ impl<'g> Baseline<'g> {
             _module: module,
             functions,
             launches,
+            names,
             threads,
             graph: None,
             start,
@@ -246,7 +250,17 @@ impl<'g> Baseline<'g> {
 
     /// Issues every launch of one step on the stream.
     fn issue(&self) -> Result<(), Error> {
-        for launch in &self.launches {
+        self.issue_marked(&[])
+    }
+
+    /// Issues every launch of one step on the stream, recording `marks[i]` before launch
+    /// `i` and the last mark after the last launch (when `marks` has one per launch and one
+    /// more).
+    fn issue_marked(&self, marks: &[CudaEvent]) -> Result<(), Error> {
+        for (i, launch) in self.launches.iter().enumerate() {
+            if let Some(m) = marks.get(i) {
+                m.record(&self.stream).map_err(drv("recording an event"))?;
+            }
             let f = &self.functions[launch.function];
             let mut b = self.stream.launch_builder(f);
             for a in &launch.args {
@@ -268,7 +282,39 @@ impl<'g> Baseline<'g> {
             // was checked in `new`.
             unsafe { b.launch(cfg) }.map_err(drv("launching a baseline kernel"))?;
         }
+        if let Some(m) = marks.get(self.launches.len()) {
+            m.record(&self.stream).map_err(drv("recording an event"))?;
+        }
         Ok(())
+    }
+
+    /// The GPU time of each stage kernel in one step at `positions` (launched from the
+    /// stream with an event between launches, so a launch's time includes its ramp and
+    /// tail but no launch gap): `(stage, launches, total us)` per stage kernel, summed over
+    /// the layers, in launch order.
+    pub fn stage_profile(&mut self, tokens: &[u32], positions: &[usize]) -> Result<Vec<(String, usize, f64)>, Error> {
+        // one plain step first, which checks the inputs and writes them
+        self.step(Mode::Stream, tokens, positions, false)?;
+        let ctx = self.gpu.context();
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let marks = (0..=self.launches.len())
+            .map(|_| ctx.new_event(timing).map_err(drv("creating an event")))
+            .collect::<Result<Vec<_>, Error>>()?;
+        self.issue_marked(&marks)?;
+        self.stream.synchronize().map_err(drv("running the step"))?;
+        let mut out: Vec<(String, usize, f64)> = Vec::new();
+        for (i, launch) in self.launches.iter().enumerate() {
+            let us = marks[i].elapsed_ms(&marks[i + 1]).map_err(drv("reading the events"))? as f64 * 1e3;
+            let name = &self.names[launch.function];
+            match out.iter_mut().find(|(n, _, _)| n == name) {
+                Some((_, n, t)) => {
+                    *n += 1;
+                    *t += us;
+                }
+                None => out.push((name.clone(), 1, us)),
+            }
+        }
+        Ok(out)
     }
 
     /// Captures one step's launches into a CUDA graph (once; later calls reuse it).
