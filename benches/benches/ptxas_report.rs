@@ -1,0 +1,65 @@
+//! ptxas's register and spill report for the Llama decode megakernels and for the stage
+//! kernels of their kernel-per-operator baseline, compiled with NVRTC (no GPU needed).
+//!
+//! A megakernel's groups share one register allocation, so one op's pressure can make
+//! ptxas spill in another's loop; set the two reports side by side to see where the
+//! megakernel pays for it (`docs/architecture.md`, "Registers are the megakernel's
+//! budget").
+//!
+//!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1,Llama1bB64
+//!     ET_NVRTC_OPTIONS=-DET_GEMV_MMA_U=2 cargo bench -p et-benches --bench ptxas_report
+
+use clap::Parser;
+use et_benches::llama_baseline::{shape::Shape, source};
+use llama::Stamp;
+
+/// ptxas's registers and spills of the Llama megakernels and their baseline stages.
+#[derive(Parser)]
+struct Args {
+    /// Stamps to compile (comma-separated `Stamp` names, e.g. `Llama1bB64`; default: all).
+    #[arg(long, value_delimiter = ',')]
+    stamps: Vec<String>,
+    /// Skip the kernel-per-operator baseline's stages.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// The lines of ptxas's `-v` output worth reading: per function, its spills and registers.
+fn report(log: &str) -> String {
+    log.lines()
+        .filter(|l| l.contains("Function properties") || l.contains("spill") || l.contains("Used"))
+        .map(|l| l.trim_start_matches("ptxas info    : ").trim_start_matches("ptxas         .     "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn main() -> Result<(), String> {
+    let args = Args::parse();
+    // ET_NVRTC_OPTIONS (for -D tunables) still applies: -v is added to it
+    let mut options: Vec<String> =
+        std::env::var("ET_NVRTC_OPTIONS").unwrap_or_default().split_whitespace().map(String::from).collect();
+    options.push("--ptxas-options=-v".into());
+    let compiler =
+        et_device::Compiler::new("sm_90a").map_err(|e| e.to_string())?.with_cache_dir(None).with_extra_options(options);
+    for stamp in Stamp::ALL {
+        if !args.stamps.is_empty() && !args.stamps.iter().any(|s| *s == format!("{stamp:?}")) {
+            continue;
+        }
+        let k = stamp.kernel();
+        let (out, _) = compiler.compile_source(k.name(), &k.cuda_source()).map_err(|e| e.to_string())?;
+        println!("=== megakernel {stamp:?} ({})\n{}", k.name(), report(&out.log));
+        if args.no_baseline {
+            continue;
+        }
+        let shape = Shape::of(stamp)?;
+        let stages = source::stages(&shape);
+        let src = source::cuda_source(&shape, &stages, k.cuda.block_threads);
+        let (out, _) =
+            compiler.compile_source(&format!("llama_baseline_{}", k.name()), &src).map_err(|e| e.to_string())?;
+        println!("=== baseline {stamp:?}\n{}", report(&out.log));
+    }
+    Ok(())
+}
