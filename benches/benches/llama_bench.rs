@@ -25,7 +25,7 @@ use et_benches::bandwidth::copy_bandwidth;
 use et_benches::llama_baseline::shape::StepBytes;
 use et_benches::llama_baseline::{Baseline, Mode};
 use et_benches::llama_report::{self as report, FirstTokenRow, Record, StepRow};
-use et_benches::median;
+use et_benches::{median, trace_report};
 use et_core::{Backend, LaunchOptions, ScheduleKind};
 use et_device::Cuda;
 use llama::{Decoder, LlamaConfig, LlamaWeights, Stamp};
@@ -71,9 +71,18 @@ struct Args {
     /// between the launches), to set beside the megakernel's trace.
     #[arg(long)]
     stage_profile: bool,
-    /// Write a Perfetto trace of one megakernel step per figure into this directory.
+    /// Write a Perfetto trace of one megakernel step per figure into this directory, and
+    /// print its figures per tile group for one layer (`--trace-layer`).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// The layer whose tasks the trace's per-group figures count (the groups without a
+    /// layer index count all their tasks).
+    #[arg(long, default_value_t = 5)]
+    trace_layer: i64,
+    /// Measure nothing: print the per-group figures of these traces (repeatable; no GPU
+    /// needed).
+    #[arg(long)]
+    trace_summary: Vec<PathBuf>,
     /// Internal: run as the first-token child for this model.
     #[arg(long, hide = true)]
     first_token_child: Option<String>,
@@ -93,12 +102,30 @@ fn main() {
     let result = match &args.first_token_child {
         Some(config) => first_token_child(config, args.first_token_batch, args.seed),
         None if !args.replot.is_empty() => replot(&args),
+        None if !args.trace_summary.is_empty() => {
+            args.trace_summary.iter().try_for_each(|p| print_trace(p, args.trace_layer))
+        }
         None => run(&args),
     };
     if let Err(e) = result {
         eprintln!("llama_bench: error: {e}");
         std::process::exit(1);
     }
+}
+
+/// The per-group figures of the trace at `path` for layer `layer` (a group is per layer
+/// when its first tile index ranges over the decode step's `L`).
+fn print_trace(path: &Path, layer: i64) -> Res<()> {
+    let graph = &Stamp::TinyB1.kernel().graph;
+    let l = graph.dims.iter().position(|d| &*d.name == "L").ok_or("the decode step has no dim L")?;
+    let layered = et_core::graph::Affine::term(et_core::graph::Term::Dim(l as u16));
+    let per_layer: Vec<&str> =
+        graph.groups.iter().filter(|g| g.domain.first() == Some(&layered)).map(|g| &*g.name).collect();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let filter = trace_report::LayerFilter { layer, per_layer: &|g: &str| per_layer.contains(&g) };
+    let summary = trace_report::summarize(&text, Some(&filter)).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("{} (layer {layer}): {}", path.display(), trace_report::table(&summary));
+    Ok(())
 }
 
 /// `--replot`: the table and the chart of rows saved by earlier runs.
@@ -179,6 +206,7 @@ fn run(args: &Args) -> Res<()> {
                 steps: args.steps,
                 warmup: args.warmup,
                 stage_profile: args.stage_profile,
+                trace_layer: args.trace_layer,
             };
             for r in bench.run(&args.kv, &floor_ms, args.trace.as_deref())? {
                 println!("  {config} B = {batch} KV = {}: {:<20} {:>8.3} ms/step", r.kv, r.variant, r.step_ms);
@@ -252,6 +280,7 @@ struct Bench<'a> {
     steps: usize,
     warmup: usize,
     stage_profile: bool,
+    trace_layer: i64,
 }
 
 /// Median kernel time (ms) and median host time not hidden (µs) of `f`'s steps, each
@@ -341,6 +370,7 @@ impl Bench<'_> {
                     dec.options.trace = Some(file.clone());
                     dec.step(&tokens, &positions, false).map_err(e)?;
                     println!("  trace of one step: {}", file.display());
+                    print_trace(&file, self.trace_layer)?;
                 }
             }
             if self.stage_profile {

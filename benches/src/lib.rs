@@ -3,13 +3,15 @@
 //! kernel-per-operator baseline of `splitk::splitk_gemm`); the decode operators
 //! ([`ops`]); the copy bandwidth every floor is measured against ([`bandwidth`]); and the
 //! Llama decode benchmark's kernel-per-operator baseline ([`llama_baseline`]) and its
-//! table, JSON lines and chart ([`llama_report`]).
+//! table, JSON lines and chart ([`llama_report`]); the per-group figures of a trace
+//! ([`trace_report`]).
 
 pub mod bandwidth;
 pub mod llama_baseline;
 pub mod llama_report;
 pub mod moe_baseline;
 pub mod ops;
+pub mod trace_report;
 
 use et_core::prelude::*;
 
