@@ -358,11 +358,23 @@ impl Bench<'_> {
                 // steps as generation runs them: each feeds its tokens back at the next
                 // position (the decoder uploads nothing), the last timed one at KV - 1
                 let (mut fed, mut at) = (tokens.clone(), kv.saturating_sub(self.warmup + self.steps));
+                // the launch's own host phases, to split the host time of the table
+                let (mut prepare, mut submit) = (Vec::new(), Vec::new());
                 let t = time_steps(self.warmup, self.steps, || {
                     let s = dec.step(&fed, &vec![at; self.batch], false).map_err(e)?;
                     (fed, at) = (s.next.clone(), at + 1);
+                    prepare.push(s.report.host_prepare.as_secs_f64() * 1e6);
+                    submit.push(s.report.host_submit.as_secs_f64() * 1e6);
                     Ok((s.report.elapsed, s.wall))
                 })?;
+                let (prepare, submit) = (median(&prepare), median(&submit));
+                println!(
+                    "  {config} B = {} KV = {kv} {variant}: host {:.1} us a step = launch preparation {prepare:.1} \
+                     + driver launch call {submit:.1} + the rest {:.1} (decoder, launch latency, wake-up)",
+                    self.batch,
+                    t.1,
+                    t.1 - prepare - submit
+                );
                 rows.push(row(variant, t, 1));
                 if let Some(dir) = trace {
                     std::fs::create_dir_all(dir).map_err(|e| format!("--trace {}: {e}", dir.display()))?;

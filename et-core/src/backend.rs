@@ -120,6 +120,11 @@ pub struct LaunchReport {
     pub elapsed: Duration,
     /// Whether this launch compiled the kernel (false when it came from a cache).
     pub compiled: bool,
+    /// Host time of the launch before it handed the kernel to the driver: argument checks,
+    /// cache lookups, packing the arguments (zero on the CPU backend).
+    pub host_prepare: Duration,
+    /// Host time of the driver's launch call itself (zero on the CPU backend).
+    pub host_submit: Duration,
 }
 
 /// A place megakernels run: the CPU backend ([`crate::Cpu`]) or `et_device::Cuda`.

@@ -1,7 +1,7 @@
 //! The CUDA backend: opening a GPU, tensors in and out, and the launch.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
@@ -287,6 +287,7 @@ impl Backend for Cuda {
         args: &[RawTensor],
         options: &LaunchOptions,
     ) -> Result<LaunchReport, Error> {
+        let entered = Instant::now();
         let kernel = entry.kernel;
         options.validate()?;
         if options.chaos.is_some() {
@@ -334,6 +335,7 @@ impl Backend for Cuda {
         let rt = Runtime { epoch, ..state.runtime(watchdog_ns, options.trace.is_some(), status.device_ptr()) };
         let words = state.kernel_args(args)?;
         start.record(&self.stream).map_err(device_err("recording an event"))?;
+        let submitting = Instant::now();
         // SAFETY: `loaded.function` is `et_main` of this kernel's generated source, whose
         // `Runtime` and `EtArgs` are what `runtime`/`kernel_args` pack; the addresses in
         // them are `state`'s buffers, the status word and the arguments, all live until
@@ -352,6 +354,7 @@ impl Backend for Cuda {
             )
         }
         .map_err(device_err("launching the megakernel"))?;
+        let submitted = Instant::now();
         state.epoch = epoch;
         end.record(&self.stream).map_err(device_err("recording an event"))?;
         if let Err(e) = self.stream.synchronize() {
@@ -381,6 +384,8 @@ impl Backend for Cuda {
             workers: launch.grid,
             elapsed,
             compiled,
+            host_prepare: submitting - entered,
+            host_submit: submitted - submitting,
         })
     }
 }

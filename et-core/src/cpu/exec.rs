@@ -291,5 +291,7 @@ pub(crate) fn run<'a>(
         workers,
         elapsed,
         compiled: false,
+        host_prepare: Duration::ZERO,
+        host_submit: Duration::ZERO,
     })
 }
