@@ -7,6 +7,7 @@
 //! budget").
 //!
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1,Llama1bB64
+//!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB64 --per-group --no-baseline
 //!     ET_NVRTC_OPTIONS=-DET_GEMV_MMA_U=2 cargo bench -p et-benches --bench ptxas_report
 
 use clap::Parser;
@@ -22,18 +23,38 @@ struct Args {
     /// Skip the kernel-per-operator baseline's stages.
     #[arg(long)]
     no_baseline: bool,
+    /// Also compile each megakernel with its tile groups as separate (non-inlined)
+    /// functions, so that ptxas reports every group's registers and spills on its own:
+    /// which op is short of registers (the real kernel inlines them all).
+    #[arg(long)]
+    per_group: bool,
     /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
     #[arg(long, hide = true)]
     bench: bool,
 }
 
-/// The lines of ptxas's `-v` output worth reading: per function, its spills and registers.
-fn report(log: &str) -> String {
+/// The lines of ptxas's `-v` output worth reading: per function, its spills and registers;
+/// the generated group functions `et_group_N` are named by their group (`groups[N]`).
+fn report(log: &str, groups: &[&str]) -> String {
     log.lines()
         .filter(|l| l.contains("Function properties") || l.contains("spill") || l.contains("Used"))
-        .map(|l| l.trim_start_matches("ptxas info    : ").trim_start_matches("ptxas         .     "))
+        .map(|l| {
+            let l = l.trim_start_matches("ptxas info    : ").trim_start_matches("ptxas         .     ");
+            match group_of(l) {
+                Some(g) if g < groups.len() => format!("Function properties for tile group `{}`", groups[g]),
+                _ => l.to_string(),
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The group index of a `Function properties for _Z..et_group_N..` line (a mangled name
+/// holds `et_group_` then the index).
+fn group_of(line: &str) -> Option<usize> {
+    let rest = line.strip_prefix("Function properties for ")?;
+    let digits: String = rest.split_once("et_group_")?.1.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 fn main() -> Result<(), String> {
@@ -49,8 +70,20 @@ fn main() -> Result<(), String> {
             continue;
         }
         let k = stamp.kernel();
+        let groups: Vec<&str> = k.graph.groups.iter().map(|g| &*g.name).collect();
         let (out, _) = compiler.compile_source(k.name(), &k.cuda_source()).map_err(|e| e.to_string())?;
-        println!("=== megakernel {stamp:?} ({})\n{}", k.name(), report(&out.log));
+        println!("=== megakernel {stamp:?} ({})\n{}", k.name(), report(&out.log, &groups));
+        if args.per_group {
+            let inlined = "__device__ __forceinline__ void et_group_";
+            let src = k.cuda_source();
+            if !src.contains(inlined) {
+                return Err("the generated CUDA no longer declares `et_group_N` as force-inlined functions".into());
+            }
+            let separate = src.replace(inlined, "__device__ __noinline__ void et_group_");
+            let (out, _) =
+                compiler.compile_source(&format!("{}_per_group", k.name()), &separate).map_err(|e| e.to_string())?;
+            println!("=== megakernel {stamp:?}, groups as separate functions\n{}", report(&out.log, &groups));
+        }
         if args.no_baseline {
             continue;
         }
@@ -59,7 +92,7 @@ fn main() -> Result<(), String> {
         let src = source::cuda_source(&shape, &stages, k.cuda.block_threads);
         let (out, _) =
             compiler.compile_source(&format!("llama_baseline_{}", k.name()), &src).map_err(|e| e.to_string())?;
-        println!("=== baseline {stamp:?}\n{}", report(&out.log));
+        println!("=== baseline {stamp:?}\n{}", report(&out.log, &[]));
     }
     Ok(())
 }
