@@ -86,11 +86,6 @@ fn first_index(task: &str) -> Option<i64> {
     inner.split(',').next()?.trim().parse().ok()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
-}
-
 /// Summarises the Chrome trace JSON `text`, over the tasks that `layer` keeps (all without
 /// one).
 pub fn summarize(text: &str, layer: Option<&LayerFilter<'_>>) -> Result<TraceSummary, String> {
@@ -124,15 +119,15 @@ pub fn summarize(text: &str, layer: Option<&LayerFilter<'_>>) -> Result<TraceSum
     let mut groups: Vec<GroupRow> = by_group
         .into_iter()
         .map(|(group, rows)| {
-            let mut work: Vec<f64> = rows.iter().map(|r| r.work).collect();
-            let mut wait: Vec<f64> = rows.iter().map(|r| r.wait).collect();
+            let work: Vec<f64> = rows.iter().map(|r| r.work).collect();
+            let wait: Vec<f64> = rows.iter().map(|r| r.wait).collect();
             GroupRow {
                 tasks: rows.len(),
                 first_ready_us: rows.iter().map(|r| r.ready).fold(f64::INFINITY, f64::min),
                 last_end_us: rows.iter().map(|r| r.end).fold(f64::NEG_INFINITY, f64::max),
                 work_max_us: work.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                work_median_us: median(&mut work),
-                wait_median_us: median(&mut wait),
+                work_median_us: crate::median(&work),
+                wait_median_us: crate::median(&wait),
                 group,
             }
         })
