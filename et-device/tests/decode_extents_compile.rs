@@ -14,6 +14,8 @@ fn source(body: &str) -> String {
         decode::matvec_residual::OP,
         decode::matvec_silu::OP,
         decode::matvec_split::OP,
+        decode::rms_norm_matvec::OP,
+        decode::rms_norm_matvec_silu::OP,
         decode::attention_partial::OP,
         decode::rms_norm::OP,
         decode::rms_norm_residual::OP,
@@ -51,6 +53,8 @@ dynamic_extents(B2 w, B2 wu, B2 x, B2 r, B2 y, et::Tile<float, 2> yf, et::Tile<f
     op_matvec_residual::matvec_residual(w, x, r, y, arena);
     op_matvec_silu::matvec_silu(w, wu, x, y, arena);
     op_matvec_split::matvec_split(w, x, part, arena);
+    op_rms_norm_matvec::rms_norm_matvec(w, x, nw, 1e-5f, yf, arena);
+    op_rms_norm_matvec_silu::rms_norm_matvec_silu(w, wu, x, nw, 1e-5f, y, arena);
     op_attention_partial::attention_partial(x, kc, vc, len, 0, 0.125f, yf, ml);
     op_rms_norm::rms_norm(x, nw, 1e-5f, y);
     op_rms_norm_residual::rms_norm_residual(y, r, nw, 1e-5f, wu);
@@ -77,12 +81,15 @@ fn the_gemvs_compile_at_every_batch_boundary() {
             r#"
 extern "C" __global__ void __launch_bounds__(512, 1)
 gemv_b{b}(et::Tile<et::bf16, 2, et::Ext<{rows}, {k}>> w, et::Tile<et::bf16, 2, et::Ext<{b}, {k}>> x,
-          et::Tile<et::bf16, 2, et::Ext<{b}, {rows}>> y, et::Tile<float, 3, et::Ext<1, {b}, {rows}>> part) {{
+          et::Tile<et::bf16, 2, et::Ext<{b}, {rows}>> y, et::Tile<float, 3, et::Ext<1, {b}, {rows}>> part,
+          et::Tile<et::bf16, 1, et::Ext<{k}>> nw) {{
     extern __shared__ __align__(128) unsigned char arena[];
     op_matvec::matvec(w, x, y, arena);
     op_matvec_residual::matvec_residual(w, x, y, y, arena);
     op_matvec_silu::matvec_silu(w, w, x, y, arena);
     op_matvec_split::matvec_split(w, x, part, arena);
+    op_rms_norm_matvec::rms_norm_matvec(w, x, nw, 1e-5f, y, arena);
+    op_rms_norm_matvec_silu::rms_norm_matvec_silu(w, w, x, nw, 1e-5f, y, arena);
 }}
 "#
         ));

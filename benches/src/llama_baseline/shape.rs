@@ -30,6 +30,9 @@ pub struct Shape {
     pub dt: usize,
     pub nv: usize,
     pub vt: usize,
+    /// The norms run inside the GEMV tasks that read them (the stamp has no `norm1`
+    /// group), not as tasks of their own.
+    pub fused_norms: bool,
 }
 
 impl Shape {
@@ -70,6 +73,7 @@ impl Shape {
             dt: dim("DT")?,
             nv: dim("NV")?,
             vt: dim("VT")?,
+            fused_norms: !kernel.graph.groups.iter().any(|g| g.name == "norm1"),
         })
     }
 

@@ -14,7 +14,7 @@ use std::fmt::Write;
 use et_core::TileOp;
 use et_core::ops::{
     argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_split, embed, matvec,
-    matvec_residual, matvec_silu, rms_norm, rope_table,
+    matvec_residual, matvec_silu, rms_norm, rms_norm_matvec, rms_norm_matvec_silu, rope_table,
 };
 
 use super::shape::Shape;
@@ -206,7 +206,9 @@ impl Stage {
 use Param::{Buf as B, Layer, Layers, Scalar as F};
 
 /// The stages of one decode step in launch order (the per-layer ones in the middle): the
-/// groups of `llama::decode`, the LM head's two ops split into two kernels.
+/// groups of `llama::decode`, the LM head's two ops split into two kernels. Where the
+/// stamp fuses the norms into the GEMVs ([`Shape::fused_norms`]) so does the baseline:
+/// each norm and the GEMV after it are one kernel.
 pub fn stages(s: &Shape) -> Vec<Stage> {
     let st = |name: &str, op: &'static TileOp, grid: usize, per_layer, params: &[Param], extents, body: &str| Stage {
         kernel: format!("bl_{name}"),
@@ -222,8 +224,10 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
     let qkv_row = (g + 2) * d;
     let heads = nkv * g * d;
     let inter = s.mt * s.nm;
-    vec![
-        st(
+    // the norm and the GEMV that reads it: two stages, or one fused stage
+    let normed = |norm: Stage, gemv: Stage, fused: Stage| if s.fused_norms { vec![fused] } else { vec![norm, gemv] };
+    [
+        vec![st(
             "emb",
             &embed::OP,
             s.dt,
@@ -248,8 +252,8 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             ],
             e(&[&[1], &[], &[], &[], &[], &[], &[1, d]]),
             "op_rope_table::rope_table(T1(int, 1, pos, blk), theta, factor, low, high, original, T2(float, 1, D, rope, D, blk, 0));",
-        ),
-        st(
+        )],
+        normed(st(
             "norm1",
             &rms_norm::OP,
             b,
@@ -268,8 +272,18 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             e(&[&[s.nq, hd], &[b, hd], &[b, s.nq]]),
             "op_matvec::matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0), T2(et::bf16, B, HD, xn, HD, l, 0),
                                T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
-        ),
-        st(
+        ), st(
+            "qkv_proj",
+            &rms_norm_matvec::OP,
+            s.qt,
+            true,
+            &[Layer, B(Buf::Wqkv), B(Buf::Hs), B(Buf::AttnNorm), F(Scalar::Eps), B(Buf::Qkv)],
+            e(&[&[s.nq, hd], &[b, hd], &[hd], &[], &[b, s.nq]]),
+            "op_rms_norm_matvec::rms_norm_matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0),
+                                                 T2(et::bf16, B, HD, hs, HD, l, 0), T1(et::bf16, HD, attn_norm, l), eps,
+                                                 T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
+        )),
+        vec![st(
             "chunk",
             &attention_rope_split::OP,
             b * nkv * s.s,
@@ -335,8 +349,8 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             "op_matvec_residual::matvec_residual(T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0),
                                                  T2(et::bf16, B, NKV * G * D, attn, NKV * G * D, l, 0),
                                                  T2(et::bf16, B, NO, hs, HD, l, blk), T2(et::bf16, B, NO, hm, HD, l, blk));",
-        ),
-        st(
+        )],
+        normed(st(
             "norm2",
             &rms_norm::OP,
             b,
@@ -356,8 +370,19 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             "op_matvec_silu::matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
                                          T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0), T2(et::bf16, B, HD, xm, HD, l, 0),
                                          T2(et::bf16, B, NM, act, MT * NM, l, blk));",
-        ),
-        st(
+        ), st(
+            "mlp",
+            &rms_norm_matvec_silu::OP,
+            s.mt,
+            true,
+            &[Layer, B(Buf::WGate), B(Buf::WUp), B(Buf::Hm), B(Buf::MlpNorm), F(Scalar::Eps), B(Buf::Act)],
+            e(&[&[s.nm, hd], &[s.nm, hd], &[b, hd], &[hd], &[], &[b, s.nm]]),
+            "op_rms_norm_matvec_silu::rms_norm_matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
+                                                           T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0),
+                                                           T2(et::bf16, B, HD, hm, HD, l, 0), T1(et::bf16, HD, mlp_norm, l),
+                                                           eps, T2(et::bf16, B, NM, act, MT * NM, l, blk));",
+        )),
+        vec![st(
             "down",
             &matvec_residual::OP,
             s.dt,
@@ -367,8 +392,8 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             "op_matvec_residual::matvec_residual(T2(et::bf16, ND, MT * NM, w_down, MT * NM, l * DT + blk, 0),
                                                  T2(et::bf16, B, MT * NM, act, MT * NM, l, 0),
                                                  T2(et::bf16, B, ND, hm, HD, l, blk), T2(et::bf16, B, ND, hs, HD, l + 1, blk));",
-        ),
-        st(
+        )],
+        normed(st(
             "final_norm",
             &rms_norm::OP,
             b,
@@ -387,8 +412,18 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             e(&[&[s.nv, hd], &[b, hd], &[b, s.nv]]),
             "op_matvec::matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0), T2(et::bf16, B, HD, xf, HD, 0, 0),
                                T2(float, B, NV, logits, VT * NV, 0, blk));",
-        ),
-        st(
+        ), st(
+            "head",
+            &rms_norm_matvec::OP,
+            s.vt,
+            false,
+            &[Layers, B(Buf::LmHead), B(Buf::Hs), B(Buf::FinalNorm), F(Scalar::Eps), B(Buf::Logits)],
+            e(&[&[s.nv, hd], &[b, hd], &[hd], &[], &[b, s.nv]]),
+            "op_rms_norm_matvec::rms_norm_matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0),
+                                                 T2(et::bf16, B, HD, hs, HD, L, 0), T1(et::bf16, HD, final_norm, 0), eps,
+                                                 T2(float, B, NV, logits, VT * NV, 0, blk));",
+        )),
+        vec![st(
             "argmax",
             &argmax_partial::OP,
             s.vt,
@@ -407,8 +442,9 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             e(&[&[b, s.vt], &[b, s.vt], &[b]]),
             "op_argmax_merge::argmax_merge(T2(float, B, VT, best, VT, 0, 0), T2(int, B, VT, index, VT, 0, 0),
                                            T1(int, B, next, 0));",
-        ),
+        )],
     ]
+    .concat()
 }
 
 /// Checks every stage against its op: the op's shape contract at the stage's extents, and
@@ -555,9 +591,11 @@ mod tests {
             let shape = Shape::of(stamp).unwrap();
             let st = stages(&shape);
             check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
-            // 2 + 9 per layer + 4 launches, as many CTAs as the megakernel has tasks
-            assert_eq!(st.iter().filter(|s| s.per_layer).count(), 9);
-            assert_eq!(st.len(), 15);
+            // 2 + 9 per layer + 4 launches (7 and 3 with the norms fused), as many CTAs as
+            // the megakernel has tasks
+            let (per_layer, total) = if shape.fused_norms { (7, 12) } else { (9, 15) };
+            assert_eq!(st.iter().filter(|s| s.per_layer).count(), per_layer, "{stamp:?}");
+            assert_eq!(st.len(), total, "{stamp:?}");
         }
     }
 
@@ -565,7 +603,8 @@ mod tests {
     fn a_wrong_tile_is_a_contract_error_naming_the_stage() {
         let shape = Shape::of(Stamp::Llama1bB1).unwrap();
         let mut st = stages(&shape);
-        st[3].extents[1] = vec![1, 1024];
+        let qkv = st.iter().position(|s| s.kernel == "bl_qkv_proj").unwrap();
+        st[qkv].extents[1] = vec![1, 1024];
         let err = check_stages(&st).unwrap_err();
         assert!(err.contains("stage `bl_qkv_proj`") && err.contains("reduced extent"), "{err}");
     }

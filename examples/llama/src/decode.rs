@@ -18,9 +18,15 @@
 //! of one KV head waits the QKV row tiles of that head's slice (`qd[l, k·RT .. k·RT + RT]`)
 //! and applies RoPE to its queries and key itself (redundantly per chunk, which costs less
 //! than a task and a hop between the projection and the chunks), a merge waits its head's
-//! chunks; the GEMVs after a norm wait
-//! for the norm of every sequence, and a norm for every tile of its input row, because
-//! they read the whole hidden vector (exact, not a stage barrier).
+//! chunks; a norm waits for every tile of its input row, because it reads the whole
+//! hidden vector (exact, not a stage barrier).
+//!
+//! **Norms inside the GEMVs at small batches.** With `norms = fused(..)` each GEMV task
+//! after a norm (QKV, gate/up, the LM head) waits for the whole residual row and
+//! normalizes it into its shared-memory arena itself (`rms_norm_matvec`,
+//! `rms_norm_matvec_silu`): no norm task, no hop between the norm and the GEMV, the same
+//! values. Its arena holds the rows of at most 64 KB, so the large batches use
+//! `norms = tasks(..)`: a norm task per sequence, the GEMVs waiting for all of them.
 //!
 //! **Nothing depends on the position.** Positions are an `i32` tensor read on the device;
 //! the positions `0 ..= p` of each KV head are split evenly into `S` pieces
@@ -42,6 +48,9 @@ use et_core::prelude::*;
 
 /// Stamps the decode megakernel for one model shape and batch size.
 ///
+/// `norms = tasks(norm1, norm2, final)` runs the three norms as tile groups of those names;
+/// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
+///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
 /// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
 /// projection (`NKV · (G + 2) · D` rows, per KV head `G` query heads, its key, its value)
@@ -56,7 +65,8 @@ macro_rules! decode_step {
      V = $v:literal, S = $s:literal, C = $c:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
      NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
-     scale = $scale:tt) => {
+     scale = $scale:tt,
+     norms = $(tasks($norm1:ident, $norm2:ident, $norm_final:ident))? $(fused($qkv_normed:ident, $mlp_normed:ident, $head_normed:ident))?) => {
         const _: () = assert!(
             $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
                 && $dt * $nd == $hd && $vt * $nv == $v,
@@ -101,15 +111,12 @@ macro_rules! decode_step {
         ) {
             // h[l, r]: column tile r of the residual stream entering layer l (all sequences)
             let h = event!([L + 1, DT]);
-            let n1 = event!([L]);
             let qd = event!([L, QT]);
             let turned = event!([B]);
             let parts = event!([L, B, NKV]);
             let merged = event!([L]);
             let od = event!([L]);
-            let n2 = event!([L]);
             let md = event!([L]);
-            let fdone = event!([1]);
             let chosen = event!([1]);
             tile!(emb[r] in [DT] {
                 embed(table.tile([0, r], [V, ND]), ids.tile([0], [B]), hs.tile([0, r], [B, ND]));
@@ -119,16 +126,36 @@ macro_rules! decode_step {
                 rope_table(pos.tile([b], [1]), $theta, $factor, $low, $high, $orig, rope.tile([b, 0], [1, D]));
                 signal!(turned[b]);
             });
-            tile!(norm1[l, b] in [L, B] {
-                wait!(h[l, ..]);
-                rms_norm(hs.tile([l * B + b, 0], [1, HD]), attn_norm.tile([l], [HD]), $eps, xn.tile([l * B + b, 0], [1, HD]));
-                signal!(n1[l]);
-            });
-            tile!(qkv_proj[l, r] in [L, QT] {
-                wait!(n1[l]);
-                matvec(wqkv.tile([l * QT + r, 0], [NQ, HD]), xn.tile([l, 0], [B, HD]), qkv.tile([l, r], [B, NQ]));
-                signal!(qd[l, r]);
-            });
+            $(
+                // the norms as tasks of their own: one per sequence, the GEMV waits for all
+                let n1 = event!([L]);
+                let n2 = event!([L]);
+                let fdone = event!([1]);
+                tile!($norm1[l, b] in [L, B] {
+                    wait!(h[l, ..]);
+                    rms_norm(hs.tile([l * B + b, 0], [1, HD]), attn_norm.tile([l], [HD]), $eps, xn.tile([l * B + b, 0], [1, HD]));
+                    signal!(n1[l]);
+                });
+                tile!(qkv_proj[l, r] in [L, QT] {
+                    wait!(n1[l]);
+                    matvec(wqkv.tile([l * QT + r, 0], [NQ, HD]), xn.tile([l, 0], [B, HD]), qkv.tile([l, r], [B, NQ]));
+                    signal!(qd[l, r]);
+                });
+            )?
+            $(
+                // the norm inside each GEMV task, which waits for the whole residual row
+                tile!($qkv_normed[l, r] in [L, QT] {
+                    wait!(h[l, ..]);
+                    rms_norm_matvec(
+                        wqkv.tile([l * QT + r, 0], [NQ, HD]),
+                        hs.tile([l, 0], [B, HD]),
+                        attn_norm.tile([l], [HD]),
+                        $eps,
+                        qkv.tile([l, r], [B, NQ]),
+                    );
+                    signal!(qd[l, r]);
+                });
+            )?
             tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
                 wait!(turned[b]);
                 wait!(qd[l, k * RT .. k * RT + RT]);
@@ -173,21 +200,37 @@ macro_rules! decode_step {
                 );
                 signal!(od[l]);
             });
-            tile!(norm2[l, b] in [L, B] {
-                wait!(od[l]);
-                rms_norm(hm.tile([l * B + b, 0], [1, HD]), mlp_norm.tile([l], [HD]), $eps, xm.tile([l * B + b, 0], [1, HD]));
-                signal!(n2[l]);
-            });
-            tile!(mlp[l, r] in [L, MT] {
-                wait!(n2[l]);
-                matvec_silu(
-                    w_gate.tile([l * MT + r, 0], [NM, HD]),
-                    w_up.tile([l * MT + r, 0], [NM, HD]),
-                    xm.tile([l, 0], [B, HD]),
-                    act.tile([l, r], [B, NM]),
-                );
-                signal!(md[l]);
-            });
+            $(
+                tile!($norm2[l, b] in [L, B] {
+                    wait!(od[l]);
+                    rms_norm(hm.tile([l * B + b, 0], [1, HD]), mlp_norm.tile([l], [HD]), $eps, xm.tile([l * B + b, 0], [1, HD]));
+                    signal!(n2[l]);
+                });
+                tile!(mlp[l, r] in [L, MT] {
+                    wait!(n2[l]);
+                    matvec_silu(
+                        w_gate.tile([l * MT + r, 0], [NM, HD]),
+                        w_up.tile([l * MT + r, 0], [NM, HD]),
+                        xm.tile([l, 0], [B, HD]),
+                        act.tile([l, r], [B, NM]),
+                    );
+                    signal!(md[l]);
+                });
+            )?
+            $(
+                tile!($mlp_normed[l, r] in [L, MT] {
+                    wait!(od[l]);
+                    rms_norm_matvec_silu(
+                        w_gate.tile([l * MT + r, 0], [NM, HD]),
+                        w_up.tile([l * MT + r, 0], [NM, HD]),
+                        hm.tile([l, 0], [B, HD]),
+                        mlp_norm.tile([l], [HD]),
+                        $eps,
+                        act.tile([l, r], [B, NM]),
+                    );
+                    signal!(md[l]);
+                });
+            )?
             tile!(down[l, r] in [L, DT] {
                 wait!(md[l]);
                 matvec_residual(
@@ -198,17 +241,33 @@ macro_rules! decode_step {
                 );
                 signal!(h[l + 1, r]);
             });
-            tile!(final_norm_row[b] in [B] {
-                wait!(h[L, ..]);
-                rms_norm(hs.tile([L * B + b, 0], [1, HD]), final_norm.tile([0], [HD]), $eps, xf.tile([b, 0], [1, HD]));
-                signal!(fdone[0]);
-            });
-            tile!(head[t] in [VT] {
-                wait!(fdone[0]);
-                matvec(lm_head.tile([t, 0], [NV, HD]), xf.tile([0, 0], [B, HD]), logits.tile([0, t], [B, NV]));
-                argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
-                signal!(chosen[0]);
-            });
+            $(
+                tile!($norm_final[b] in [B] {
+                    wait!(h[L, ..]);
+                    rms_norm(hs.tile([L * B + b, 0], [1, HD]), final_norm.tile([0], [HD]), $eps, xf.tile([b, 0], [1, HD]));
+                    signal!(fdone[0]);
+                });
+                tile!(head[t] in [VT] {
+                    wait!(fdone[0]);
+                    matvec(lm_head.tile([t, 0], [NV, HD]), xf.tile([0, 0], [B, HD]), logits.tile([0, t], [B, NV]));
+                    argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
+                    signal!(chosen[0]);
+                });
+            )?
+            $(
+                tile!($head_normed[t] in [VT] {
+                    wait!(h[L, ..]);
+                    rms_norm_matvec(
+                        lm_head.tile([t, 0], [NV, HD]),
+                        hs.tile([L, 0], [B, HD]),
+                        final_norm.tile([0], [HD]),
+                        $eps,
+                        logits.tile([0, t], [B, NV]),
+                    );
+                    argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
+                    signal!(chosen[0]);
+                });
+            )?
             tile!(pick[i] in [1] {
                 wait!(chosen[i]);
                 argmax_merge(best.tile([0, 0], [B, VT]), index.tile([0, 0], [B, VT]), next.tile([0], [B]));
@@ -220,7 +279,7 @@ macro_rules! decode_step {
 
 /// Stamps the `tiny` config's megakernel for a batch size.
 macro_rules! tiny {
-    ($name:ident, B = $b:literal) => {
+    ($name:ident, B = $b:literal, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -244,7 +303,8 @@ macro_rules! tiny {
             VT = 4,
             eps = 0.00001,
             rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
-            scale = 0.125
+            scale = 0.125,
+            norms = $($norms)+
         );
     };
 }
@@ -254,7 +314,7 @@ macro_rules! tiny {
 /// tiles, the attention of each KV head in `S` pieces over a cache of `S · C` = 8192
 /// positions (about 128 pieces per layer at every batch: a piece costs a task).
 macro_rules! llama_1b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -278,14 +338,15 @@ macro_rules! llama_1b {
             VT = 501,
             eps = 0.00001,
             rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
-            scale = 0.125
+            scale = 0.125,
+            norms = $($norms)+
         );
     };
 }
 
 /// Stamps llama-3.1-8b's megakernel for a batch size (the 1B's tiling, twice the rows).
 macro_rules! llama_8b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -309,18 +370,23 @@ macro_rules! llama_8b {
             VT = 501,
             eps = 0.00001,
             rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
-            scale = 0.08838834764831845
+            scale = 0.08838834764831845,
+            norms = $($norms)+
         );
     };
 }
 
-tiny!(decode_tiny_b1, B = 1);
-tiny!(decode_tiny_b2, B = 2);
-llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512);
-llama_1b!(decode_1b_b8, B = 8, S = 2, C = 4096);
-llama_1b!(decode_1b_b32, B = 32, S = 1, C = 8192);
-llama_1b!(decode_1b_b64, B = 64, S = 1, C = 8192);
-llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512);
-llama_8b!(decode_8b_b8, B = 8, S = 2, C = 4096);
-llama_8b!(decode_8b_b32, B = 32, S = 1, C = 8192);
-llama_8b!(decode_8b_b64, B = 64, S = 1, C = 8192);
+// Up to batch 8 the norms run inside the GEMV tasks (the rows fit the arena: a hop and a
+// stage less per norm); from 32 on as tasks of their own (the fused form would stream
+// each weight tile once per 8 rows). The tiny config has both forms, so the CPU tests
+// check each against the reference.
+tiny!(decode_tiny_b1, B = 1, norms = fused(qkv_proj, mlp, head));
+tiny!(decode_tiny_b2, B = 2, norms = tasks(norm1, norm2, final_norm_row));
+llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512, norms = fused(qkv_proj, mlp, head));
+llama_1b!(decode_1b_b8, B = 8, S = 2, C = 4096, norms = fused(qkv_proj, mlp, head));
+llama_1b!(decode_1b_b32, B = 32, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
+llama_1b!(decode_1b_b64, B = 64, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
+llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512, norms = fused(qkv_proj, mlp, head));
+llama_8b!(decode_8b_b8, B = 8, S = 2, C = 4096, norms = fused(qkv_proj, mlp, head));
+llama_8b!(decode_8b_b32, B = 32, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
+llama_8b!(decode_8b_b64, B = 64, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));

@@ -171,7 +171,10 @@ pub const fn prefetch_bytes(w: &[usize], mats: usize) -> usize {
 /// The shared CUDA core of the GEMV family (prepended to each op's text).
 macro_rules! matvec_cuda {
     ($body:literal) => {
-        decode_cuda!([r#"
+        matvec_cuda!([] $body)
+    };
+    ([$($pre:expr),*] $body:literal) => {
+        $crate::ops::decode::decode_cuda!([r#"
 // 16-byte loads in flight per lane and k step: the CUDA-core path (batch 1) keeps
 // ET_GEMV_SIMT_U of one weight row in flight (half per matrix for a pair), the tensor-core
 // path ET_GEMV_MMA_U steps of two rows (a quarter, rounded up, above batch 16). Defaults
@@ -183,6 +186,25 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_MMA_U
 #define ET_GEMV_MMA_U 4
 #endif
+// The CUDA-core path's loads in flight on tiles of at least 512 Ki weights (the LM head's
+// 256 x 2048 and larger), where a task streams long enough for more to pay.
+#ifndef ET_GEMV_SIMT_U_LARGE
+#define ET_GEMV_SIMT_U_LARGE 8
+#endif
+// Whether NW weight tiles of type W hold at least 512 Ki elements at compile time: the
+// CUDA-core path's LARGE (more loads in flight on long tasks).
+template <int NW, class W>
+__device__ constexpr bool matvec_large() {
+    return W::template static_extent<0>() > 0 && W::template static_extent<1>() > 0 &&
+           (long long)NW * W::template static_extent<0>() * W::template static_extent<1>() >= (1LL << 19);
+}
+// Eight bf16 of an activation row at k, zero at or past n: from shared memory when XS (a
+// fused op staged the rows there, zero-padded to whole 16-byte pieces), else `load8`.
+template <bool XS>
+__device__ __forceinline__ uint4 xload(const et::bf16* row, int k, int n, long long stride, bool vec) {
+    if (XS) return k < n ? *reinterpret_cast<const uint4*>(row + k) : make_uint4(0, 0, 0, 0);
+    return load8<false>(row, k, n, stride, vec);
+}
 __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned int a0, unsigned int a1, unsigned int a2,
                                          unsigned int a3, unsigned int b0, unsigned int b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -315,7 +337,7 @@ __device__ __forceinline__ uint4 matvec_load(const et::bf16* row, int k, int n, 
 // reloads step u of the next block as soon as its mmas have read it, so U steps of loads
 // stay in flight; the batch rows nb * 8 + g at the same k are the B fragments.
 // `shared`: the two rows are in the arena (a prefetch copied them; FAST only).
-template <int NBM, int U, bool FAST>
+template <int NBM, int U, bool FAST, bool XS>
 __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* row0, const et::bf16* row1, bool ok0,
                                             bool ok1, bool shared, long long cs, const et::bf16* x, long long xs0,
                                             long long xs1, int B, int K, int k_lo, int k_hi) {
@@ -342,7 +364,9 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
             for (int nb = 0; nb < NBM; ++nb) {
                 if (nb * 8 >= B) break;
                 const int b = nb * 8 + g;
-                const uint4 xv = b < B ? matvec_load<FAST, false>(x + b * xs0, kk, K, xs1) : zero;
+                const uint4 xv = b >= B ? zero
+                                 : XS   ? xload<true>(x + b * xs0, kk, K, xs1, true)
+                                        : matvec_load<FAST, false>(x + b * xs0, kk, K, xs1);
                 mma_bf16(c[nb], a0[u].x, a1[u].x, a0[u].y, a1[u].y, xv.x, xv.y);
                 mma_bf16(c[nb], a0[u].z, a1[u].z, a0[u].w, a1[u].w, xv.z, xv.w);
             }
@@ -366,7 +390,7 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
 // The first P rows of each w_j may be in the arena (`sw[j]`, rows `srs` apart, landing on
 // the mbarrier `bar`; P is N or a multiple of 16): a round's units read the others from
 // global memory first, so that the stream starts at once, and the prefetched groups last.
-template <int NW, int NBM, class E>
+template <int NW, int NBM, bool XS, class E>
 __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                            const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
                                            long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
@@ -408,9 +432,9 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
             // 16-byte loads with a predicate when every piece is inside or past the rows
             // (k a multiple of 8); otherwise the element loads, one step at a time
             if (vec && K % 8 == 0)
-                matvec_unit<NBM, U, true>(c, row0, row1, ok0, ok1, shared, cs, x, xs0, xs1, B, K, k_lo, k_hi);
+                matvec_unit<NBM, U, true, XS>(c, row0, row1, ok0, ok1, shared, cs, x, xs0, xs1, B, K, k_lo, k_hi);
             else
-                matvec_unit<NBM, 1, false>(c, row0, row1, ok0, ok1, false, cs, x, xs0, xs1, B, K, k_lo, k_hi);
+                matvec_unit<NBM, 1, false, XS>(c, row0, row1, ok0, ok1, false, cs, x, xs0, xs1, B, K, k_lo, k_hi);
             // c[nb]: {0, 1} are row g, batch nb * 8 + 2t + {0, 1}; {2, 3} are row g + 8
             float* ps = part + (j * p.s + s) * B * p.rs + ml + g;
 #pragma unroll
@@ -455,13 +479,13 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 // The first P rows of each w_j may be in the arena (`sw[j]`, rows `srs` apart, landing on
 // the mbarrier `bar`): the warps take the other rows first, so that the stream from
 // global memory starts at once, and wait for the copies before their first prefetched row.
-template <int NW, int BM, class E>
+template <int NW, int BM, bool XS, bool LARGE, class E>
 __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                             const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
                                             long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                             long long xs1, int B, int N, int K, bool vec, E& epi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    constexpr int U = NW == 1 ? ET_GEMV_SIMT_U : (ET_GEMV_SIMT_U + 1) / 2;
+    constexpr int SU = LARGE ? ET_GEMV_SIMT_U_LARGE : ET_GEMV_SIMT_U, U = NW == 1 ? SU : (SU + 1) / 2;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int i = warp; i < N; i += warps) {
         const int r = i < N - P ? P + i : i - (N - P);
@@ -487,7 +511,7 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
                 if (b >= B) break;
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
-                    const uint4 xv = load8<false>(x + b * xs0, k0 + 256 * u, K, xs1, vec);
+                    const uint4 xv = xload<XS>(x + b * xs0, k0 + 256 * u, K, xs1, vec);
 #pragma unroll
                     for (int j = 0; j < NW; ++j) acc[j][b] += dot8(wr[j][u], xv);
                 }
@@ -507,7 +531,10 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
 // SB is x's batch extent when known at compile time (`static_extent<0>()`, every
 // megakernel's case): the fragments and loops are then sized to it; with SB = -1 one
 // instance serves every batch up to 64 (rows of a larger batch are left unwritten).
-template <int NW, int SB, class E>
+// XS: x lies in shared memory (rows zero-padded to 16-byte pieces; a fused op staged it
+// after the partial sums, see `matvec_partial_bytes`). LARGE: the weight tile has at
+// least 512 Ki elements (`matvec_large`), so the CUDA-core path keeps more loads in flight.
+template <int NW, int SB, bool XS = false, bool LARGE = false, class E>
 __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                             const long long (&ws1)[NW], const et::bf16* x, long long xs0,
                                             long long xs1, int B, int N, int K, unsigned char* smem, E epi) {
@@ -544,12 +571,12 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
     float* part = reinterpret_cast<float*>(smem + (P > 0 ? pf->end : 128u));
     if (batch >= 1 && N >= 1) {
         if constexpr (SB == 1) {
-            matvec_simt<NW, 1>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
+            matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
         } else {
             if (SB == -1 && batch == 1)
-                matvec_simt<NW, 1>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
+                matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
             else
-                matvec_mma<NW, NBM>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, epi);
+                matvec_mma<NW, NBM, XS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, epi);
         }
     }
     // every warp is done with the copies (those that read some waited for all of them):
@@ -562,9 +589,10 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
         }
     }
 }
-"#] $body)
+"# $(, $pre)*] $body)
     };
 }
+pub(super) use matvec_cuda;
 
 crate::tile_op! { cuda = matvec_cuda!(r#"
 template <class W>
@@ -614,7 +642,7 @@ __device__ void matvec(W w, X x, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
+    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(a); });
 }
 "#);
@@ -638,7 +666,7 @@ __device__ void matvec_residual(W w, X x, R r, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
+    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(et::to_float(r(b, n)) + a); });
 }
 "#);
@@ -668,7 +696,7 @@ __device__ void matvec_silu(WG wg, WU wu, X x, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[2] = {wg.ptr, wu.ptr};
     const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
-    matvec_core<2, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
+    matvec_core<2, X::template static_extent<0>(), false, matvec_large<2, WG>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
                    wg.shape[1], smem, [&](int b, int n, float gate, float up) {
                        y(b, n) = et::from_float<T>(gate / (1.0f + __expf(-gate)) * up);
                    });
@@ -704,7 +732,7 @@ template <class W, class X, class P>
 __device__ void matvec_split(W w, X x, P part, unsigned char* smem) {
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
+    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { part(0, b, n) = a; });
 }
 "#);
@@ -786,9 +814,15 @@ __device__ void reduce_split_residual(P part, R r, Y y) {
 
 /// Calls `out(b, n, acc)` with `acc[j] = Σ_k x[b, k] · w_j[n, k]` in f32 for every batch
 /// row `b` and weight row `n`: the CPU half of every GEMV here.
-fn for_outputs(w: &[TileRef<'_, bf16, 2>], x: TileRef<'_, bf16, 2>, mut out: impl FnMut(usize, usize, [f32; 2])) {
-    let ([n, k], batch) = (w[0].shape(), x.shape()[0]);
+fn for_outputs(w: &[TileRef<'_, bf16, 2>], x: TileRef<'_, bf16, 2>, out: impl FnMut(usize, usize, [f32; 2])) {
+    let ([_, k], batch) = (w[0].shape(), x.shape()[0]);
     let xs: Vec<Vec<f32>> = (0..batch).map(|b| (0..k).map(|p| x.get([b, p]).to_f32()).collect()).collect();
+    for_rows(w, &xs, out);
+}
+
+/// [`for_outputs`] over activation rows already read (`xs[b]` has `k` values).
+pub(super) fn for_rows(w: &[TileRef<'_, bf16, 2>], xs: &[Vec<f32>], mut out: impl FnMut(usize, usize, [f32; 2])) {
+    let [n, k] = w[0].shape();
     for r in 0..n {
         let rows: Vec<Vec<f32>> = w.iter().map(|w| (0..k).map(|p| w.get([r, p]).to_f32()).collect()).collect();
         for (b, xb) in xs.iter().enumerate() {

@@ -27,6 +27,7 @@ mod elementwise;
 mod gemv;
 mod lookup;
 mod norm;
+mod norm_gemv;
 mod rope;
 
 pub use argmax::{argmax_merge, argmax_partial};
@@ -38,6 +39,7 @@ pub use gemv::{
 };
 pub use lookup::{embed, next_positions};
 pub use norm::{rms_norm, rms_norm_residual};
+pub use norm_gemv::{rms_norm_matvec, rms_norm_matvec_silu};
 pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos, rope_table};
 
 /// The CUDA helpers every decode op's text starts with (each op's text is compiled in a
@@ -135,6 +137,20 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
     t = et::warp_sum(t);
     __syncthreads();
     return t;
+}
+// 1 / sqrt(mean(row²) + eps) of a row of D bf16, by the whole CTA (thread i takes the
+// pieces from 8i, 8 · blockDim.x apart; `red`: 32 floats of shared memory; ends with a
+// barrier): the RMSNorm scale. One 16-byte load per thread in flight and few registers:
+// inside a megakernel an op's peak register use is every op's (RESULTS run 16).
+__device__ __forceinline__ float rms_inv(const et::bf16* row, int D, long long stride, bool vec, float eps, float* red) {
+    float ss = 0.0f;
+    for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+        float f[8];
+        unpack8(load8<false>(row, k, D, stride, vec), f);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+    }
+    return rsqrtf(block_sum(ss, red) / (float)D + eps);
 }
 "#,
             $($pre,)*

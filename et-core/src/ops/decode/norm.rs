@@ -3,11 +3,26 @@
 //! The whole CTA works on one row at a time (decode batches are small, rows are long): each
 //! thread takes 8 consecutive elements per step (a 16-byte load where the row allows),
 //! the sum of squares is a block-wide reduction, and the second pass re-reads the row
-//! from L1/L2 with the same thread-to-element map.
+//! from L1/L2 with the same thread-to-element map. (The fused norm GEMVs,
+//! [`super::rms_norm_matvec`], normalize the rows of a batch side by side instead.)
 
 use super::decode_cuda;
 use crate::dtype::bf16;
 use crate::tile::{TileMut, TileRef};
+
+/// The rows of `rms_norm(x, w, eps)` as the CPU reference computes them, each value a bf16
+/// number held in an f32 (what a bf16 store of the row keeps): the one definition that
+/// [`rms_norm`] and the fused norm GEMVs ([`super::rms_norm_matvec`]) share.
+pub(super) fn normalized_rows(x: TileRef<'_, bf16, 2>, w: TileRef<'_, bf16, 1>, eps: f32) -> Vec<Vec<f32>> {
+    let [b, d] = x.shape();
+    (0..b)
+        .map(|bi| {
+            let row: Vec<f32> = (0..d).map(|k| x.get([bi, k]).to_f32()).collect();
+            let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
+            row.iter().enumerate().map(|(k, v)| bf16::from_f32(v * inv * w.get([k]).to_f32()).to_f32()).collect()
+        })
+        .collect()
+}
 
 crate::tile_op! { cuda = decode_cuda!(r#"
 template <class X, class W, class Y>
@@ -18,14 +33,7 @@ __device__ void rms_norm(X x, W w, float eps, Y y) {
                      vec_rows(y.ptr, y.stride[0], y.stride[1]);
     for (int b = 0; b < B; ++b) {
         const et::bf16* row = x.ptr + b * x.stride[0];
-        float ss = 0.0f;
-        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
-            float f[8];
-            unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-        }
-        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
+        const float inv = rms_inv(row, D, x.stride[1], vec, eps, red);
         for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
             float f[8], g[8];
             unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
@@ -44,12 +52,9 @@ __device__ void rms_norm(X x, W w, float eps, Y y) {
     /// `y[b, :] = x[b, :] / sqrt(mean(x[b, :]²) + eps) · w`, in f32, rounded once: `x` and
     /// `y` are `B x D`, `w` has `D` elements (a weight: never written during the launch).
     pub fn rms_norm(x: TileRef<'_, bf16, 2>, w: TileRef<'_, bf16, 1>, eps: f32, mut y: TileMut<'_, bf16, 2>) {
-        let [b, d] = x.shape();
-        for bi in 0..b {
-            let row: Vec<f32> = (0..d).map(|k| x.get([bi, k]).to_f32()).collect();
-            let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
+        for (bi, row) in normalized_rows(x, w, eps).iter().enumerate() {
             for (k, v) in row.iter().enumerate() {
-                y.set([bi, k], bf16::from_f32(v * inv * w.get([k]).to_f32()));
+                y.set([bi, k], bf16::from_f32(*v));
             }
         }
     }

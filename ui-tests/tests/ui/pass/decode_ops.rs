@@ -22,12 +22,15 @@ macro_rules! gemv_kernel {
             wu: &Tensor<bf16, { [R * NT, KD] }>,
             x: &Tensor<bf16, { [BT, KD] }>,
             res: &Tensor<bf16, { [BT, R * NT] }>,
+            nw: &Tensor<bf16, { [KD] }>,
             part: &mut Tensor<f32, { [4, BT, R * NT] }>,
             y_split: &mut Tensor<bf16, { [BT, R * NT] }>,
             y: &mut Tensor<f32, { [BT, R * NT] }>,
             y_res: &mut Tensor<bf16, { [BT, R * NT] }>,
             y_silu: &mut Tensor<bf16, { [BT, R * NT] }>,
             y_whole: &mut Tensor<f32, { [BT, R * 16] }>,
+            y_norm: &mut Tensor<f32, { [BT, R * NT] }>,
+            y_norm_silu: &mut Tensor<bf16, { [BT, R * NT] }>,
         ) {
             let done = event!([R]);
             tile!(split[r, s] in [R, 4] {
@@ -56,6 +59,13 @@ macro_rules! gemv_kernel {
                 matvec_prefetch(w.tile([r, 0], [16, KD]), BT);
                 wait!(done[r]);
                 matvec(w.tile([r, 0], [16, KD]), x.tile([0, 0], [BT, KD]), y_whole.tile([0, r], [BT, 16]));
+            });
+            tile!(normed[r] in [R] {
+                // the norm fused into the GEMVs: x normalized in the arena (in chunks of 7
+                // rows above batch 7 at this K), with a prefetch before it left unread
+                matvec_prefetch(w.tile([r, 0], [NT, KD]), BT);
+                rms_norm_matvec(w.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), nw.tile([0], [KD]), 0.00001, y_norm.tile([0, r], [BT, NT]));
+                rms_norm_matvec_silu(w.tile([r, 0], [NT, KD]), wu.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), nw.tile([0], [KD]), 0.00001, y_norm_silu.tile([0, r], [BT, NT]));
             });
         }
     };
@@ -254,25 +264,29 @@ pub fn check_gemv<B: Backend>(
     let wu = Tensor::<bf16>::random(&[n, K], seed + 1);
     let x = Tensor::<bf16>::random(&[batch, K], seed + 2);
     let res = Tensor::<bf16>::random(&[batch, n], seed + 3);
-    let run = |be: &dyn Fn() -> [Tensor<f32>; 6]| be();
-    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 6] {
+    let nw = Tensor::<bf16>::random(&[K], seed + 4);
+    let run = |be: &dyn Fn() -> [Tensor<f32>; 8]| be();
+    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 8] {
         macro_rules! go {
             ($be:expr) => {{
                 let be = $be;
                 let (dw, dwu, dx, dr) =
                     (be.upload(&w).unwrap(), be.upload(&wu).unwrap(), be.upload(&x).unwrap(), be.upload(&res).unwrap());
+                let dnw = be.upload(&nw).unwrap();
                 let mut part = be.upload(&Tensor::<f32>::poisoned(&[4, batch, n])).unwrap();
                 let mut ys = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let mut y = be.upload(&Tensor::<f32>::poisoned(&[batch, n])).unwrap();
                 let mut yr = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let mut yl = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let mut yw = be.upload(&Tensor::<f32>::poisoned(&[batch, tiles * 16])).unwrap();
+                let mut yn = be.upload(&Tensor::<f32>::poisoned(&[batch, n])).unwrap();
+                let mut yns = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let args = (&dw, &dwu, &dx, &dr);
                 macro_rules! launch {
                     ($k:ident) => {
                         $k::launch_with(
-                            be, o, args.0, args.1, args.2, args.3, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
-                            &mut yw,
+                            be, o, args.0, args.1, args.2, args.3, &dnw, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
+                            &mut yw, &mut yn, &mut yns,
                         )
                     };
                 }
@@ -295,6 +309,8 @@ pub fn check_gemv<B: Backend>(
                     be.download(&yr).unwrap().to_f32(),
                     be.download(&yl).unwrap().to_f32(),
                     be.download(&yw).unwrap(),
+                    be.download(&yn).unwrap(),
+                    be.download(&yns).unwrap().to_f32(),
                 ]
             }};
         }
@@ -310,6 +326,8 @@ pub fn check_gemv<B: Backend>(
         "matvec_residual",
         "matvec_silu",
         "matvec of a whole prefetch",
+        "rms_norm_matvec",
+        "rms_norm_matvec_silu",
     ]
     .iter()
     .enumerate()
