@@ -205,6 +205,9 @@ __device__ __forceinline__ uint4 xload(const et::bf16* row, int k, int n, long l
     if (XS) return k < n ? *reinterpret_cast<const uint4*>(row + k) : make_uint4(0, 0, 0, 0);
     return load8<false>(row, k, n, stride, vec);
 }
+// The gated MLP's activation: silu(gate) · up, silu(g) = g / (1 + e^-g) (`silu_times` in
+// gemv.rs is the CPU's).
+__device__ __forceinline__ float silu_times(float gate, float up) { return gate / (1.0f + __expf(-gate)) * up; }
 __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned int a0, unsigned int a1, unsigned int a2,
                                          unsigned int a3, unsigned int b0, unsigned int b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -698,7 +701,7 @@ __device__ void matvec_silu(WG wg, WU wu, X x, Y y, unsigned char* smem) {
     const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
     matvec_core<2, X::template static_extent<0>(), false, matvec_large<2, WG>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
                    wg.shape[1], smem, [&](int b, int n, float gate, float up) {
-                       y(b, n) = et::from_float<T>(gate / (1.0f + __expf(-gate)) * up);
+                       y(b, n) = et::from_float<T>(silu_times(gate, up));
                    });
 }
 "#);
@@ -720,10 +723,7 @@ __device__ void matvec_silu(WG wg, WU wu, X x, Y y, unsigned char* smem) {
         x: TileRef<'_, bf16, 2>,
         mut y: TileMut<'_, O, 2>,
     ) {
-        for_outputs(&[gate, up], x, |b, n, acc| {
-            let g = acc[0];
-            y.set([b, n], O::from_f32(g / (1.0 + (-g).exp()) * acc[1]));
-        });
+        for_outputs(&[gate, up], x, |b, n, acc| y.set([b, n], O::from_f32(silu_times(acc[0], acc[1]))));
     }
 }
 
@@ -818,6 +818,12 @@ fn for_outputs(w: &[TileRef<'_, bf16, 2>], x: TileRef<'_, bf16, 2>, out: impl Fn
     let ([_, k], batch) = (w[0].shape(), x.shape()[0]);
     let xs: Vec<Vec<f32>> = (0..batch).map(|b| (0..k).map(|p| x.get([b, p]).to_f32()).collect()).collect();
     for_rows(w, &xs, out);
+}
+
+/// The gated MLP's activation `silu(gate) · up`, `silu(g) = g / (1 + e^-g)`, in f32 (the
+/// CPU half of the CUDA's `silu_times`).
+pub(super) fn silu_times(gate: f32, up: f32) -> f32 {
+    gate / (1.0 + (-gate).exp()) * up
 }
 
 /// [`for_outputs`] over activation rows already read (`xs[b]` has `k` values).

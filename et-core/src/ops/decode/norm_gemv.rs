@@ -16,7 +16,7 @@
 //! reads the weights `B / 8` times: at large batches the staged form (an `rms_norm` task,
 //! then the GEMV) moves fewer bytes.
 
-use super::gemv::{PREFETCH_RECORD, for_rows, matvec_cuda, partial_bytes};
+use super::gemv::{PREFETCH_RECORD, for_rows, matvec_cuda, partial_bytes, silu_times};
 use super::norm::normalized_rows;
 use crate::dtype::{Element, bf16};
 use crate::tile::{TileMut, TileRef};
@@ -196,7 +196,7 @@ __device__ void rms_norm_matvec_silu(WG wg, WU wu, H h, G g, float eps, Y y, uns
     const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
     norm_matvec_core<2, H::template static_extent<0>(), WG::template static_extent<1>(), matvec_large<2, WG>()>(
         ws, s0, s1, h, g, eps, wg.shape[0], wg.shape[1], smem, [&](int b, int n, float gate, float up) {
-            y(b, n) = et::from_float<T>(gate / (1.0f + __expf(-gate)) * up);
+            y(b, n) = et::from_float<T>(silu_times(gate, up));
         });
 }
 "#);
@@ -219,10 +219,7 @@ __device__ void rms_norm_matvec_silu(WG wg, WU wu, H h, G g, float eps, Y y, uns
         eps: f32,
         mut y: TileMut<'_, O, 2>,
     ) {
-        for_rows(&[gate, up], &normalized_rows(h, gamma, eps), |b, n, acc| {
-            let g = acc[0];
-            y.set([b, n], O::from_f32(g / (1.0 + (-g).exp()) * acc[1]));
-        });
+        for_rows(&[gate, up], &normalized_rows(h, gamma, eps), |b, n, acc| y.set([b, n], O::from_f32(silu_times(acc[0], acc[1]))));
     }
 }
 
