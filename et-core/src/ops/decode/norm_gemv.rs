@@ -247,5 +247,22 @@ mod tests {
         assert_eq!(norm_arena_bytes(&[64, 2048], &[8, 2048], 2), 128 + partials + 8 * 2 * 2056);
         // batch 64 runs in chunks of 8: the arena is sized for one chunk
         assert_eq!(norm_arena_bytes(&[64, 2048], &[64, 2048], 2), norm_arena_bytes(&[64, 2048], &[8, 2048], 2));
+        // extents of the wrong rank (a contract error elsewhere) declare nothing
+        assert_eq!(norm_arena_bytes(&[64], &[8, 2048], 1), 0);
+    }
+
+    #[test]
+    fn both_ops_declare_the_arena_of_their_chunk() {
+        let (w, h, g) = (&[24usize, 2048][..], &[8usize, 2048][..], &[2048usize][..]);
+        assert_eq!(rms_norm_matvec::smem(&[w, h, g, &[], &[8, 24]]), norm_arena_bytes(w, h, 1));
+        assert_eq!(rms_norm_matvec_silu::smem(&[w, w, h, g, &[], &[8, 24]]), norm_arena_bytes(w, h, 2));
+        const { assert!(rms_norm_matvec::OP.uses_smem && rms_norm_matvec_silu::OP.uses_smem) };
+        // every chunk's rows fit the 64 KB the staging may take, padding aside
+        for k in [8, 2048, 4104, 14336] {
+            for batch in 1..=64 {
+                let chunk = norm_chunk_rows(batch, k);
+                assert!(chunk >= 1 && chunk <= batch && chunk * k.div_ceil(8) * 16 <= STAGE_CAP, "{batch} x {k}");
+            }
+        }
     }
 }
