@@ -138,20 +138,6 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
     __syncthreads();
     return t;
 }
-// 1 / sqrt(mean(row²) + eps) of a row of D bf16, by the whole CTA (thread i takes the
-// pieces from 8i, 8 · blockDim.x apart; `red`: 32 floats of shared memory; ends with a
-// barrier): the RMSNorm scale. One 16-byte load per thread in flight and few registers:
-// inside a megakernel an op's peak register use is every op's (RESULTS run 16).
-__device__ __forceinline__ float rms_inv(const et::bf16* row, int D, long long stride, bool vec, float eps, float* red) {
-    float ss = 0.0f;
-    for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
-        float f[8];
-        unpack8(load8<false>(row, k, D, stride, vec), f);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-    }
-    return rsqrtf(block_sum(ss, red) / (float)D + eps);
-}
 "#,
             $($pre,)*
             "#line ",

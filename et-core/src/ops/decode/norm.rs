@@ -33,7 +33,14 @@ __device__ void rms_norm(X x, W w, float eps, Y y) {
                      vec_rows(y.ptr, y.stride[0], y.stride[1]);
     for (int b = 0; b < B; ++b) {
         const et::bf16* row = x.ptr + b * x.stride[0];
-        const float inv = rms_inv(row, D, x.stride[1], vec, eps, red);
+        float ss = 0.0f;
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8];
+            unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+        }
+        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
         for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
             float f[8], g[8];
             unpack8(load8<false>(row, k, D, x.stride[1], vec), f);

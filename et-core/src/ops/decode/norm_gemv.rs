@@ -73,7 +73,8 @@ __host__ __device__ constexpr int norm_chunk_rows(int B, int K) {
 // K and for rows at or past B): R rows side by side, W warps on each (every warp on the
 // one row at batch 1, a warp per row from 16 rows), each thread one 16-byte piece at a
 // time (few registers: an op's peak register use inside a megakernel is every op's).
-// `red`: 32 floats of shared memory.
+// `red`: 32 floats of shared memory. Ends with a CTA barrier: the rows are then visible
+// to every warp.
 template <class H, class G>
 __device__ __forceinline__ void norm_stage(const H& h, const G& g, float eps, int b0, int bc, int K, bool vec,
                                            et::bf16* xs, int xr, float* red) {
@@ -117,7 +118,7 @@ __device__ __forceinline__ void norm_stage(const H& h, const G& g, float eps, in
                 dst[k / 8] = pack8(f);
             }
         }
-        // `red` is the next rows'
+        // `red` is the next rows', `xs` the GEMV's
         __syncthreads();
     }
 }
@@ -141,7 +142,6 @@ __device__ __forceinline__ void norm_matvec_core(const et::bf16* const (&w)[NW],
 #pragma unroll 1
     for (int b0 = 0; b0 < B; b0 += bc) {
         norm_stage(h, g, eps, b0, bc, K, vec, xs, xr, red);
-        __syncthreads();
         matvec_core<NW, SC, true, LARGE>(w, ws0, ws1, xs, xr, 1, bc, N, K, smem,
                                          [&](int b, int n, float a0, float a1) {
                                              if (b0 + b < B) epi(b0 + b, n, a0, a1);
