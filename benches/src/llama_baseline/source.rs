@@ -13,8 +13,9 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_split, embed, matvec,
-    matvec_residual, matvec_silu, rms_norm, rms_norm_matvec, rms_norm_matvec_silu, rope_table,
+    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_split,
+    attention_rope_split_streamed, embed, matvec, matvec_residual, matvec_silu, rms_norm, rms_norm_matvec,
+    rms_norm_matvec_silu, rope_table,
 };
 
 use super::shape::Shape;
@@ -285,7 +286,7 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
         )),
         vec![st(
             "chunk",
-            &attention_rope_split::OP,
+            if s.streamed_attention { &attention_rope_split_streamed::OP } else { &attention_rope_split::OP },
             b * nkv * s.s,
             true,
             &[
@@ -300,13 +301,19 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                 B(Buf::Pml),
             ],
             e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.s * s.c, d], &[1, s.s * s.c, d], &[g, d], &[g, 2]]),
-            "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
-    op_attention_rope_split::attention_rope_split(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
-                                                  T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), c, S, scale,
-                                                  T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
-                                                  T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
-                                                  T2(float, G, D, po, D, head * S + c, 0),
-                                                  T2(float, G, 2, pml, 2, head * S + c, 0));",
+            if s.streamed_attention {
+                "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
+    op_attention_rope_split_streamed::attention_rope_split_streamed(
+        T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), c,
+        S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
+        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));"
+            } else {
+                "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
+    op_attention_rope_split::attention_rope_split(
+        T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), c,
+        S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
+        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));"
+            },
         ),
         st(
             "merge",

@@ -50,6 +50,8 @@ use et_core::prelude::*;
 ///
 /// `norms = tasks(norm1, norm2, final)` runs the three norms as tile groups of those names;
 /// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
+/// `attention` is the op of the attention pieces: `attention_rope_split`, or
+/// `attention_rope_split_streamed` where the pieces are long and the registers allow.
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
 /// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
@@ -65,7 +67,7 @@ macro_rules! decode_step {
      V = $v:literal, S = $s:literal, C = $c:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
      NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
-     scale = $scale:tt,
+     scale = $scale:tt, attention = $attention:ident,
      norms = $(tasks($norm1:ident, $norm2:ident, $norm_final:ident))? $(fused($qkv_normed:ident, $mlp_normed:ident, $head_normed:ident))?) => {
         const _: () = assert!(
             $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
@@ -159,7 +161,7 @@ macro_rules! decode_step {
             tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
                 wait!(turned[b]);
                 wait!(qd[l, k * RT .. k * RT + RT]);
-                attention_rope_split(
+                $attention(
                     qkv.tile([l * B + b, k], [1, (G + 2) * D]),
                     pos.tile([b], [1]),
                     rope.tile([b, 0], [1, D]),
@@ -279,7 +281,7 @@ macro_rules! decode_step {
 
 /// Stamps the `tiny` config's megakernel for a batch size.
 macro_rules! tiny {
-    ($name:ident, B = $b:literal, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, attention = $attention:ident, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -304,6 +306,7 @@ macro_rules! tiny {
             eps = 0.00001,
             rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
             scale = 0.125,
+            attention = $attention,
             norms = $($norms)+
         );
     };
@@ -314,7 +317,7 @@ macro_rules! tiny {
 /// tiles, the attention of each KV head in `S` pieces over a cache of `S · C` = 8192
 /// positions (about 128 pieces per layer at every batch: a piece costs a task).
 macro_rules! llama_1b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $attention:ident, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -339,6 +342,7 @@ macro_rules! llama_1b {
             eps = 0.00001,
             rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
             scale = 0.125,
+            attention = $attention,
             norms = $($norms)+
         );
     };
@@ -346,7 +350,7 @@ macro_rules! llama_1b {
 
 /// Stamps llama-3.1-8b's megakernel for a batch size (the 1B's tiling, twice the rows).
 macro_rules! llama_8b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $attention:ident, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -371,6 +375,7 @@ macro_rules! llama_8b {
             eps = 0.00001,
             rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
             scale = 0.08838834764831845,
+            attention = $attention,
             norms = $($norms)+
         );
     };
@@ -378,15 +383,45 @@ macro_rules! llama_8b {
 
 // Up to batch 8 the norms run inside the GEMV tasks (the rows fit the arena: a hop and a
 // stage less per norm); from 32 on as tasks of their own (the fused form would stream
-// each weight tile once per 8 rows). The tiny config has both forms, so the CPU tests
-// check each against the reference.
-tiny!(decode_tiny_b1, B = 1, norms = fused(qkv_proj, mlp, head));
-tiny!(decode_tiny_b2, B = 2, norms = tasks(norm1, norm2, final_norm_row));
-llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512, norms = fused(qkv_proj, mlp, head));
-llama_1b!(decode_1b_b8, B = 8, S = 2, C = 4096, norms = fused(qkv_proj, mlp, head));
-llama_1b!(decode_1b_b32, B = 32, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
-llama_1b!(decode_1b_b64, B = 64, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
-llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512, norms = fused(qkv_proj, mlp, head));
-llama_8b!(decode_8b_b8, B = 8, S = 2, C = 4096, norms = fused(qkv_proj, mlp, head));
-llama_8b!(decode_8b_b32, B = 32, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
-llama_8b!(decode_8b_b64, B = 64, S = 1, C = 8192, norms = tasks(norm1, norm2, final_norm_row));
+// each weight tile once per 8 rows). The attention pieces stream their rows pipelined
+// from 32 on, where each piece takes several steps per warp and the spare registers
+// cover the second step (at B = 8 those registers spilled, RESULTS run 17). The tiny
+// config has both forms of each, so the CPU tests check every one against the reference.
+tiny!(decode_tiny_b1, B = 1, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+tiny!(decode_tiny_b2, B = 2, attention = attention_rope_split_streamed, norms = tasks(norm1, norm2, final_norm_row));
+llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_1b!(decode_1b_b8, B = 8, S = 2, C = 4096, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_1b!(
+    decode_1b_b32,
+    B = 32,
+    S = 1,
+    C = 8192,
+    attention = attention_rope_split_streamed,
+    norms = tasks(norm1, norm2, final_norm_row)
+);
+llama_1b!(
+    decode_1b_b64,
+    B = 64,
+    S = 1,
+    C = 8192,
+    attention = attention_rope_split_streamed,
+    norms = tasks(norm1, norm2, final_norm_row)
+);
+llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_8b!(decode_8b_b8, B = 8, S = 2, C = 4096, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_8b!(
+    decode_8b_b32,
+    B = 32,
+    S = 1,
+    C = 8192,
+    attention = attention_rope_split_streamed,
+    norms = tasks(norm1, norm2, final_norm_row)
+);
+llama_8b!(
+    decode_8b_b64,
+    B = 64,
+    S = 1,
+    C = 8192,
+    attention = attention_rope_split_streamed,
+    norms = tasks(norm1, norm2, final_norm_row)
+);

@@ -31,13 +31,18 @@ macro_rules! chunk_cuda {
 // otherwise, for side-by-side runs), with an online softmax per row group; then the
 // row groups of a warp combine by shuffles and the warps through shared memory.
 //
+// PIPELINED: a warp issues the loads of its next step before computing the current one
+// (two steps of rows in registers) and rescales the softmax once per step. Faster where
+// a piece takes many steps and the registers are there (large batches); inside a
+// megakernel at small batches the second step's registers spill (RESULTS run 17).
+//
 // Row `xr` (-1: none) is not read from k and v but from `s_new` (shared memory, 16-byte
 // aligned: the key's D bf16 values, then the value's): the new position of a decode step,
 // whose key and value reach the cache only after every chunk has read it.
 #ifndef ET_ATTN_ROWS
 #define ET_ATTN_ROWS 2
 #endif
-template <int SG, int SD, class K, class V, class O, class M>
+template <int SG, int SD, bool PIPELINED, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
                                                 M ml, const et::bf16* s_new = nullptr, int xr = -1) {
     constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
@@ -72,40 +77,118 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
             acc[g][i] = 0.0f;
         }
     }
-    for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
-        uint4 kv[R], vv[R];
-        int rows[R];
+    if constexpr (PIPELINED) {
+        // the next step's rows are loaded before this step's are used, so one step's
+        // loads are in flight while the previous one is computed, and the online softmax
+        // rescales once per step (R rows), not once per row
+        const int step = warps * groups * R;
+        const auto load_step = [&](int base, uint4 (&kb)[R], uint4 (&vb)[R]) {
 #pragma unroll
-        for (int u = 0; u < R; ++u) {
-            rows[u] = base + u * groups + rg;
-            const bool in = rows[u] < valid;
-            if (rows[u] == xr) {
-                kv[u] = *reinterpret_cast<const uint4*>(s_new + d0);
-                vv[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
-            } else {
-                kv[u] = in ? load8<false>(k.ptr + (long long)rows[u] * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
-                vv[u] = in ? load8<false>(v.ptr + (long long)rows[u] * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+            for (int u = 0; u < R; ++u) {
+                const int row = base + u * groups + rg;
+                if (row == xr) {
+                    kb[u] = *reinterpret_cast<const uint4*>(s_new + d0);
+                    vb[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
+                } else if (row < valid) {
+                    kb[u] = load8<false>(k.ptr + (long long)row * k.stride[1], d0, D, k.stride[2], vec);
+                    vb[u] = load8<false>(v.ptr + (long long)row * v.stride[1], d0, D, v.stride[2], vec);
+                } else {
+                    kb[u] = make_uint4(0, 0, 0, 0);
+                    vb[u] = make_uint4(0, 0, 0, 0);
+                }
             }
-        }
+        };
+        uint4 kv[R], vv[R];
+        load_step(warp * groups * R, kv, vv);
+#pragma unroll 1
+        for (int base = warp * groups * R; base < valid; base += step) {
+            uint4 kn[R], vn[R];
+            if (base + step < valid) load_step(base + step, kn, vn);
+            float s[R][GM];
 #pragma unroll
-        for (int u = 0; u < R; ++u) {
-            float kf[8], vf[8];
-            unpack8(kv[u], kf);
-            unpack8(vv[u], vf);
-            const bool in = rows[u] < valid;
+            for (int u = 0; u < R; ++u) {
+                float kf[8];
+                unpack8(kv[u], kf);
+                const bool in = base + u * groups + rg < valid;
+#pragma unroll
+                for (int g = 0; g < GM; ++g) {
+                    if (g >= G) break;
+                    float d = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) d += qr[g][i] * kf[i];
+                    for (int off = lanes / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+                    s[u][g] = in ? d : __int_as_float(0xff800000); // -inf: no such row
+                }
+            }
 #pragma unroll
             for (int g = 0; g < GM; ++g) {
                 if (g >= G) break;
-                float s = 0.0f;
+                float mn = m[g];
 #pragma unroll
-                for (int i = 0; i < 8; ++i) s += qr[g][i] * kf[i];
-                for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-                if (!in) continue;
-                const float mn = fmaxf(m[g], s), corr = __expf(m[g] - mn), p = __expf(s - mn);
-                l[g] = l[g] * corr + p;
+                for (int u = 0; u < R; ++u) mn = fmaxf(mn, s[u][g]);
+                const float corr = __expf(m[g] - mn);
+                l[g] *= corr;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vf[i];
+                for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
                 m[g] = mn;
+            }
+#pragma unroll
+            for (int u = 0; u < R; ++u) {
+                float vf[8];
+                unpack8(vv[u], vf);
+#pragma unroll
+                for (int g = 0; g < GM; ++g) {
+                    if (g >= G) break;
+                    const float p = __expf(s[u][g] - m[g]);
+                    l[g] += p;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) acc[g][i] += p * vf[i];
+                }
+            }
+            if (base + step < valid) {
+#pragma unroll
+                for (int u = 0; u < R; ++u) {
+                    kv[u] = kn[u];
+                    vv[u] = vn[u];
+                }
+            }
+        }
+    } else {
+        for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
+            uint4 kv[R], vv[R];
+            int rows[R];
+    #pragma unroll
+            for (int u = 0; u < R; ++u) {
+                rows[u] = base + u * groups + rg;
+                const bool in = rows[u] < valid;
+                if (rows[u] == xr) {
+                    kv[u] = *reinterpret_cast<const uint4*>(s_new + d0);
+                    vv[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
+                } else {
+                    kv[u] = in ? load8<false>(k.ptr + (long long)rows[u] * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                    vv[u] = in ? load8<false>(v.ptr + (long long)rows[u] * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                }
+            }
+    #pragma unroll
+            for (int u = 0; u < R; ++u) {
+                float kf[8], vf[8];
+                unpack8(kv[u], kf);
+                unpack8(vv[u], vf);
+                const bool in = rows[u] < valid;
+    #pragma unroll
+                for (int g = 0; g < GM; ++g) {
+                    if (g >= G) break;
+                    float s = 0.0f;
+    #pragma unroll
+                    for (int i = 0; i < 8; ++i) s += qr[g][i] * kf[i];
+                    for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+                    if (!in) continue;
+                    const float mn = fmaxf(m[g], s), corr = __expf(m[g] - mn), p = __expf(s - mn);
+                    l[g] = l[g] * corr + p;
+    #pragma unroll
+                    for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vf[i];
+                    m[g] = mn;
+                }
             }
         }
     }
@@ -192,6 +275,51 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         ml(threadIdx.x, 1) = l;
     }
 }
+
+// The decode step's piece (`attention_rope_split` and `attention_rope_split_streamed`,
+// which differ only in PIPELINED): RoPE of the queries and the new key, then the piece's
+// rows of the cache.
+template <bool PIPELINED, class QKV, class P, class CS, class K, class V, class O, class M>
+__device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
+                                                 K kc, V vc, O o, M ml) {
+    __shared__ float s_q[8 * 128];
+    __shared__ __align__(16) et::bf16 s_new[2 * 128];
+    constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_split(_streamed): 1 to 8 query heads per KV head");
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_split(_streamed): the head dimension must be 64 or 128");
+    const int G = SG >= 1 ? SG : o.shape[0], D = SD >= 1 ? SD : o.shape[1], half = D / 2, L = kc.shape[1];
+    const int p = pos.ptr[0];
+    // positions 0 ..= p, split evenly: this piece is [lo, hi); past the cache nothing is read
+    const long long n = p < 0 ? 0 : (p < L ? (long long)p + 1 : (long long)L);
+    const long long lo = part * n / parts, hi = (part + 1) * n / parts;
+    const bool mine = lo <= p && p < hi; // the new position is this piece's last row
+    const int valid = (int)(hi - lo);
+    if (valid > 0) {
+        // pair e of the G query heads and of the key (head G) turns by the same angle
+        for (int t = threadIdx.x; t < (G + 1) * half; t += blockDim.x) {
+            const int h = t / half, e = t - h * half;
+            const float a = et::to_float(qkv(0, h * D + e)), b = et::to_float(qkv(0, h * D + e + half));
+            const float cf = cs(0, e), sf = cs(0, e + half);
+            const et::bf16 x = et::from_float<et::bf16>(a * cf - b * sf), y = et::from_float<et::bf16>(b * cf + a * sf);
+            if (h < G) {
+                s_q[h * D + e] = et::to_float(x);
+                s_q[h * D + e + half] = et::to_float(y);
+            } else if (mine) {
+                s_new[e] = x;
+                s_new[e + half] = y;
+            }
+        }
+        if (mine)
+            for (int e = threadIdx.x; e < D; e += blockDim.x) s_new[D + e] = qkv(0, (G + 1) * D + e);
+        // the queries, and the new key and value, are read by other threads below
+        __syncthreads();
+    }
+    K k = kc;
+    V v = vc;
+    k.ptr += lo * kc.stride[1];
+    v.ptr += lo * vc.stride[1];
+    attention_chunk<SG, SD, PIPELINED>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
+}
 "#] $body)
     };
 }
@@ -210,7 +338,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
         for (int e = threadIdx.x; e < G * D; e += blockDim.x) s_q[e] = et::to_float(q(e / D, e % D));
         __syncthreads();
     }
-    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml);
+    attention_chunk<SG, SD, false>(s_q, G, D, k, v, valid, scale, o, ml);
 }
 "#);
     contract {
@@ -250,43 +378,7 @@ crate::tile_op! { cuda = chunk_cuda!(r#"
 template <class QKV, class P, class CS, class K, class V, class O, class M>
 __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long long parts, float scale, K kc, V vc,
                                      O o, M ml) {
-    __shared__ float s_q[8 * 128];
-    __shared__ __align__(16) et::bf16 s_new[2 * 128];
-    constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
-    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_split: 1 to 8 query heads per KV head");
-    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_split: the head dimension must be 64 or 128");
-    const int G = SG >= 1 ? SG : o.shape[0], D = SD >= 1 ? SD : o.shape[1], half = D / 2, L = kc.shape[1];
-    const int p = pos.ptr[0];
-    // positions 0 ..= p, split evenly: this piece is [lo, hi); past the cache nothing is read
-    const long long n = p < 0 ? 0 : (p < L ? (long long)p + 1 : (long long)L);
-    const long long lo = part * n / parts, hi = (part + 1) * n / parts;
-    const bool mine = lo <= p && p < hi; // the new position is this piece's last row
-    const int valid = (int)(hi - lo);
-    if (valid > 0) {
-        // pair e of the G query heads and of the key (head G) turns by the same angle
-        for (int t = threadIdx.x; t < (G + 1) * half; t += blockDim.x) {
-            const int h = t / half, e = t - h * half;
-            const float a = et::to_float(qkv(0, h * D + e)), b = et::to_float(qkv(0, h * D + e + half));
-            const float cf = cs(0, e), sf = cs(0, e + half);
-            const et::bf16 x = et::from_float<et::bf16>(a * cf - b * sf), y = et::from_float<et::bf16>(b * cf + a * sf);
-            if (h < G) {
-                s_q[h * D + e] = et::to_float(x);
-                s_q[h * D + e + half] = et::to_float(y);
-            } else if (mine) {
-                s_new[e] = x;
-                s_new[e + half] = y;
-            }
-        }
-        if (mine)
-            for (int e = threadIdx.x; e < D; e += blockDim.x) s_new[D + e] = qkv(0, (G + 1) * D + e);
-        // the queries, and the new key and value, are read by other threads below
-        __syncthreads();
-    }
-    K k = kc;
-    V v = vc;
-    k.ptr += lo * kc.stride[1];
-    v.ptr += lo * vc.stride[1];
-    attention_chunk<SG, SD>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
+    rope_split_piece<false>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
     contract {
@@ -325,34 +417,101 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
         mut o: TileMut<'_, f32, 2>,
         mut ml: TileMut<'_, f32, 2>,
     ) {
-        let [g, d] = o.shape();
-        let (p, l) = (pos.get([0]) as i64, kc.shape()[1] as i64);
-        let n = if p < 0 { 0 } else { (p + 1).min(l) };
-        let (lo, hi) = (part * n / parts, (part + 1) * n / parts);
-        let valid = (hi - lo).max(0) as usize;
-        let mut qs = vec![0f32; g * d];
-        let mut new_kv = vec![0f32; 2 * d];
-        if valid > 0 {
-            for e in 0..d / 2 {
-                let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
-                for h in 0..=g {
-                    let (a, b) = (qkv.get([0, h * d + e]).to_f32(), qkv.get([0, h * d + e + d / 2]).to_f32());
-                    let (x, y) = (bf16::from_f32(a * co - b * s).to_f32(), bf16::from_f32(b * co + a * s).to_f32());
-                    let (xs, ys) = if h < g { (h * d + e, h * d + e + d / 2) } else { (e, e + d / 2) };
-                    let dst = if h < g { &mut qs } else { &mut new_kv };
-                    (dst[xs], dst[ys]) = (x, y);
-                }
-            }
-            for e in 0..d {
-                new_kv[d + e] = qkv.get([0, (g + 1) * d + e]).to_f32();
+        rope_split_reference(qkv, pos, cs, part, parts, scale, kc, vc, &mut o, &mut ml);
+    }
+}
+
+crate::tile_op! { cuda = chunk_cuda!(r#"
+// ET_ATTN_NO_STREAM (in ET_NVRTC_OPTIONS) compiles this op as attention_rope_split, for
+// side-by-side runs of the same stamps
+#ifdef ET_ATTN_NO_STREAM
+#define ET_ATTN_STREAM false
+#else
+#define ET_ATTN_STREAM true
+#endif
+template <class QKV, class P, class CS, class K, class V, class O, class M>
+__device__ void attention_rope_split_streamed(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
+                                              K kc, V vc, O o, M ml) {
+    rope_split_piece<ET_ATTN_STREAM>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
+}
+"#);
+    contract {
+        o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
+        o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
+        qkv[0] == 1 && qkv[1] == (o[0] + 2) * o[1] => "qkv must be one row of G query heads, a key and a value: [1, (o's rows + 2) x o's columns]",
+        pos[0] == 1 => "pos must be one element (the position)",
+        cs[0] == 1 && cs[1] == o[1] => "cs must be the rope table row of the position: [1, o's columns]",
+        kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's cache: [1, positions, o's columns]",
+        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
+        ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2] (max and sum per query head)",
+    }
+    /// [`attention_rope_split`] for long pieces: the same values, with each warp's next
+    /// rows of the cache in flight while it computes the current ones (two steps of rows in
+    /// registers). Faster where a piece takes several steps and the megakernel has the
+    /// registers to spare (the Llama step at B = 32 and 64); at small batches the plain op
+    /// is faster (RESULTS run 17).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_rope_split_streamed(
+        qkv: TileRef<'_, bf16, 2>,
+        pos: TileRef<'_, i32, 1>,
+        cs: TileRef<'_, f32, 2>,
+        part: i64,
+        parts: i64,
+        scale: f32,
+        kc: TileRef<'_, bf16, 3>,
+        vc: TileRef<'_, bf16, 3>,
+        mut o: TileMut<'_, f32, 2>,
+        mut ml: TileMut<'_, f32, 2>,
+    ) {
+        rope_split_reference(qkv, pos, cs, part, parts, scale, kc, vc, &mut o, &mut ml);
+    }
+}
+
+/// The CPU half of [`attention_rope_split`] and [`attention_rope_split_streamed`].
+#[allow(clippy::too_many_arguments)]
+fn rope_split_reference(
+    qkv: TileRef<'_, bf16, 2>,
+    pos: TileRef<'_, i32, 1>,
+    cs: TileRef<'_, f32, 2>,
+    part: i64,
+    parts: i64,
+    scale: f32,
+    kc: TileRef<'_, bf16, 3>,
+    vc: TileRef<'_, bf16, 3>,
+    o: &mut TileMut<'_, f32, 2>,
+    ml: &mut TileMut<'_, f32, 2>,
+) {
+    let [g, d] = o.shape();
+    let (p, l) = (pos.get([0]) as i64, kc.shape()[1] as i64);
+    let n = if p < 0 { 0 } else { (p + 1).min(l) };
+    let (lo, hi) = (part * n / parts, (part + 1) * n / parts);
+    let valid = (hi - lo).max(0) as usize;
+    let mut qs = vec![0f32; g * d];
+    let mut new_kv = vec![0f32; 2 * d];
+    if valid > 0 {
+        for e in 0..d / 2 {
+            let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
+            for h in 0..=g {
+                let (a, b) = (qkv.get([0, h * d + e]).to_f32(), qkv.get([0, h * d + e + d / 2]).to_f32());
+                let (x, y) = (bf16::from_f32(a * co - b * s).to_f32(), bf16::from_f32(b * co + a * s).to_f32());
+                let (xs, ys) = if h < g { (h * d + e, h * d + e + d / 2) } else { (e, e + d / 2) };
+                let dst = if h < g { &mut qs } else { &mut new_kv };
+                (dst[xs], dst[ys]) = (x, y);
             }
         }
-        let row = |r: usize, i: usize| {
-            let at = lo as usize + r;
-            if at as i64 == p { (new_kv[i], new_kv[d + i]) } else { (kc.get([0, at, i]).to_f32(), vc.get([0, at, i]).to_f32()) }
-        };
-        chunk_reference(&qs, row, valid, scale, &mut o, &mut ml);
+        for e in 0..d {
+            new_kv[d + e] = qkv.get([0, (g + 1) * d + e]).to_f32();
+        }
     }
+    let row = |r: usize, i: usize| {
+        let at = lo as usize + r;
+        if at as i64 == p {
+            (new_kv[i], new_kv[d + i])
+        } else {
+            (kc.get([0, at, i]).to_f32(), vc.get([0, at, i]).to_f32())
+        }
+    };
+    chunk_reference(&qs, row, valid, scale, o, ml);
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"

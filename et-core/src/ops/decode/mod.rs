@@ -31,7 +31,9 @@ mod norm_gemv;
 mod rope;
 
 pub use argmax::{argmax_merge, argmax_partial};
-pub use attention::{attention_kv_append, attention_merge, attention_partial, attention_rope_split};
+pub use attention::{
+    attention_kv_append, attention_merge, attention_partial, attention_rope_split, attention_rope_split_streamed,
+};
 pub use elementwise::{elementwise_add, elementwise_scale};
 pub use gemv::{
     matvec, matvec_prefetch, matvec_prefetch_pair, matvec_residual, matvec_silu, matvec_split, reduce_split,

@@ -80,7 +80,7 @@ gemv_kernel!(decode_gemv_b33, 33);
 gemv_kernel!(decode_gemv_b64, 64);
 
 macro_rules! attention_kernel {
-    ($name:ident, $fused:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal, $scale:tt) => {
+    ($name:ident, $fused:ident, $split:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal, $scale:tt) => {
         /// RoPE, KV append and split-KV attention: query heads per KV head, head dim, cache
         /// length, chunk, chunks:
         #[doc = stringify!($g, $d, $l, $c, $s)]
@@ -127,7 +127,7 @@ macro_rules! attention_kernel {
         }
 
         /// The same step as the Llama megakernel runs it: RoPE fused into the pieces
-        /// (`attention_rope_split` on a fused QKV row per KV head, the positions split
+        /// (`attention_rope_split`, or its `_streamed` form, on a fused QKV row per KV head, the positions split
         /// evenly over the `S` pieces), merged into one `[1, G · D]` row per KV head, then
         /// the key and value appended (`attention_kv_append`):
         #[doc = stringify!($g, $d, $l, $c, $s)]
@@ -150,7 +150,7 @@ macro_rules! attention_kernel {
             });
             tile!(chunk[h, c] in [H, S] {
                 wait!(turned[0]);
-                attention_rope_split(
+                $split(
                     qkv.tile([h, 0], [1, (G + 2) * D]),
                     pos.tile([0], [1]),
                     rope.tile([0, 0], [1, D]),
@@ -178,9 +178,39 @@ macro_rules! attention_kernel {
         }
     };
 }
-attention_kernel!(decode_attention_g4_d128, fused_attention_g4_d128, 4, 128, 1024, 256, 4, 0.08838834764831845);
-attention_kernel!(decode_attention_g8_d64, fused_attention_g8_d64, 8, 64, 1024, 128, 8, 0.125);
-attention_kernel!(decode_attention_32k, fused_attention_32k, 4, 128, 32768, 1024, 32, 0.08838834764831845);
+attention_kernel!(
+    decode_attention_g4_d128,
+    fused_attention_g4_d128,
+    attention_rope_split,
+    4,
+    128,
+    1024,
+    256,
+    4,
+    0.08838834764831845
+);
+attention_kernel!(
+    decode_attention_g8_d64,
+    fused_attention_g8_d64,
+    attention_rope_split_streamed,
+    8,
+    64,
+    1024,
+    128,
+    8,
+    0.125
+);
+attention_kernel!(
+    decode_attention_32k,
+    fused_attention_32k,
+    attention_rope_split_streamed,
+    4,
+    128,
+    32768,
+    1024,
+    32,
+    0.08838834764831845
+);
 
 /// The vocabulary of the argmax: Llama 3's 128256, in 32 chunks of 4008.
 pub const VOCAB: usize = 128256;
