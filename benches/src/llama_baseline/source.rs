@@ -225,6 +225,8 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
     let qkv_row = (g + 2) * d;
     let heads = nkv * g * d;
     let inter = s.mt * s.nm;
+    // the stamp's op for the attention pieces
+    let attention = if s.streamed_attention { &attention_rope_split_streamed::OP } else { &attention_rope_split::OP };
     // the norm and the GEMV that reads it: two stages, or one fused stage
     let normed = |norm: Stage, gemv: Stage, fused: Stage| if s.fused_norms { vec![fused] } else { vec![norm, gemv] };
     [
@@ -286,7 +288,7 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
         )),
         vec![st(
             "chunk",
-            if s.streamed_attention { &attention_rope_split_streamed::OP } else { &attention_rope_split::OP },
+            attention,
             b * nkv * s.s,
             true,
             &[
@@ -301,19 +303,13 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                 B(Buf::Pml),
             ],
             e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.s * s.c, d], &[1, s.s * s.c, d], &[g, d], &[g, 2]]),
-            if s.streamed_attention {
+            &format!(
                 "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
-    op_attention_rope_split_streamed::attention_rope_split_streamed(
-        T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), c,
-        S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
-        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));"
-            } else {
-                "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
-    op_attention_rope_split::attention_rope_split(
-        T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), c,
-        S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
-        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));"
-            },
+    op_{0}::{0}(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
+        c, S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
+        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));",
+                attention.name
+            ),
         ),
         st(
             "merge",
