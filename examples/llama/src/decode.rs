@@ -384,9 +384,12 @@ macro_rules! llama_8b {
 // Up to batch 8 the norms run inside the GEMV tasks (the rows fit the arena: a hop and a
 // stage less per norm); from 32 on as tasks of their own (the fused form would stream
 // each weight tile once per 8 rows). The attention pieces stream their rows pipelined
-// from 32 on, where each piece takes several steps per warp and the spare registers
-// cover the second step (at B = 8 those registers spilled, RESULTS run 17). The tiny
-// config has both forms of each, so the CPU tests check every one against the reference.
+// at 32, where each piece takes several steps per warp and the spare registers cover the
+// second step (at B = 8 those registers spilled, RESULTS run 17; 1b B = 32 2.438 against
+// 2.511 ms, run 18). At 64 the pipelined form was no faster inside the megakernel (4.955
+// against 4.918 ms, run 18: its spills grow most there), so it keeps the plain one. The
+// tiny config has both forms of each, so the CPU tests check every one against the
+// reference.
 tiny!(decode_tiny_b1, B = 1, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
 tiny!(decode_tiny_b2, B = 2, attention = attention_rope_split_streamed, norms = tasks(norm1, norm2, final_norm_row));
 llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
@@ -404,7 +407,7 @@ llama_1b!(
     B = 64,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_streamed,
+    attention = attention_rope_split,
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
@@ -422,6 +425,6 @@ llama_8b!(
     B = 64,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_streamed,
+    attention = attention_rope_split,
     norms = tasks(norm1, norm2, final_norm_row)
 );
