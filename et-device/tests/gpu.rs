@@ -127,7 +127,7 @@ fn watchdog_names_the_stuck_wait_and_the_context_survives() {
     // `moe_gather` with token 3's route tasks skipping their signal, which the graph
     // promises. Tokens 3 routes to experts 2 and 3, so `arrived[2]` gets 7 of its 8.
     let mut lying = moe_gather::KERNEL.clone();
-    let signal = "ctx.signal(el, args.event_target[0], false);";
+    let signal = "ctx.signal(et_signals, el, args.event_target[0], false);";
     assert!(lying.cuda.body.contains(signal));
     lying.cuda.body = Cow::Owned(lying.cuda.body.replacen(signal, &format!("if (v_t != 3) {signal}"), 1));
     let entry = KernelEntry { kernel: &lying, cpu_tasks: moe_gather::ENTRY.cpu_tasks };
