@@ -127,7 +127,7 @@ fn watchdog_names_the_stuck_wait_and_the_context_survives() {
     // `moe_gather` with token 3's route tasks skipping their signal, which the graph
     // promises. Tokens 3 routes to experts 2 and 3, so `arrived[2]` gets 7 of its 8.
     let mut lying = moe_gather::KERNEL.clone();
-    let signal = "ctx.signal(el, args.event_target[0], false);";
+    let signal = "ctx.signal(et_signals, el, args.event_target[0], false);";
     assert!(lying.cuda.body.contains(signal));
     lying.cuda.body = Cow::Owned(lying.cuda.body.replacen(signal, &format!("if (v_t != 3) {signal}"), 1));
     let entry = KernelEntry { kernel: &lying, cpu_tasks: moe_gather::ENTRY.cpu_tasks };
@@ -163,7 +163,7 @@ fn an_index_value_changed_on_the_device_is_a_named_error_not_an_out_of_bounds_ac
     // the CUDA of `moe_gather` with `route[1, 0]` overwriting `topk[1, 0]` with 99 (of
     // 4 experts) before reading it, as a task of the same launch could.
     let mut stale = moe_gather::KERNEL.clone();
-    let signal = "    __syncthreads();\n    {\n        { const long long el = args.event_offset[0]";
+    let signal = "    __syncthreads();\n    {\n        et::SignalBatch et_signals;\n    {\n        { const long long el = args.event_offset[0]";
     assert!(stale.cuda.body.contains(signal));
     let write = "    if (v_t == 1 && v_k == 0 && threadIdx.x == 0) *(volatile unsigned int*)((unsigned int*)args.t[0].ptr + 2) = 99u;\n";
     stale.cuda.body = Cow::Owned(stale.cuda.body.replacen(signal, &format!("{write}{signal}"), 1));

@@ -168,7 +168,7 @@ fn a_missing_signal_in_an_early_chain_is_a_named_watchdog_error() {
     let mut lying = fan_chains::KERNEL.clone();
     let body = lying.cuda.body.to_string();
     let at = body.find("et_group_2(").expect("the step group");
-    let signal = "ctx.signal(el, args.event_target[1], false);";
+    let signal = "ctx.signal(et_signals, el, args.event_target[1], false);";
     let (head, tail) = body.split_at(at);
     assert!(tail.contains(signal));
     let tail = tail.replacen(signal, &format!("if (!(v_w == 1 && v_i == 3)) {signal}"), 1);

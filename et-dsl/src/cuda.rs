@@ -109,11 +109,14 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                     t.push("    __syncthreads();\n");
                     let acc = &group.signals[*access];
                     let action = format!(
-                        "ctx.signal(el, args.event_target[{}], {});",
+                        "ctx.signal(et_signals, el, args.event_target[{}], {});",
                         acc.event,
                         spec.resets_per_launch(acc.event)
                     );
+                    // the statement's signals are one batch (see `et::Ctx::signal`)
+                    t.push("    {\n        et::SignalBatch et_signals;\n");
                     t.push(&access_loops(spec, acc, &vars, dims, &action));
+                    t.push("        ctx.signal_flush(et_signals);\n    }\n");
                 }
                 LoweredStmt::Op { func, args, span } => {
                     t.line(*span);

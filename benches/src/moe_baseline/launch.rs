@@ -264,7 +264,7 @@ impl MoeBaseline {
         let per = [("bl_gather", 1), ("bl_up", cfg.inter / cfg.up_rows()), ("bl_down", cfg.hidden / cfg.down_rows())];
         let t0 = Instant::now();
         self.start.record(&self.stream).map_err(drv("recording an event"))?;
-        self.launch("bl_router", t, 0)?;
+        self.launch("bl_router", t * (cfg.experts / cfg.router_rows()), 0)?;
         self.launch("bl_topk", t, 0)?;
         self.launch("bl_group", ex, 0)?;
         let mut launches = 4;

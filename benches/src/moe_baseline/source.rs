@@ -66,16 +66,17 @@ impl Stage {
 pub fn stages(cfg: &MoeConfig, t: usize) -> Vec<Stage> {
     let (h, e, k, i) = (cfg.hidden, cfg.experts, cfg.top_k, cfg.inter);
     let (r, c) = (MoeConfig::tile_rows(t), MoeConfig::capacity(t));
-    let (ni, nd) = (cfg.up_rows(), cfg.down_rows());
+    let (ni, nd, eq) = (cfg.up_rows(), cfg.down_rows(), cfg.router_rows());
     let v = |x: &[&[usize]]| x.iter().map(|s| s.to_vec()).collect::<Vec<_>>();
     vec![
         Stage {
             kernel: "bl_router",
             op: &matvec::OP,
-            extents: v(&[&[e, h], &[1, h], &[1, e]]),
+            extents: v(&[&[eq, h], &[1, h], &[1, eq]]),
             params: "void* router, void* x, void* logits",
-            body: "op_matvec::matvec(T2(et::bf16, E, H, router, H, 0, 0), T2(et::bf16, 1, H, x, H, blk, 0),
-                      T2(float, 1, E, logits, E, blk, 0));",
+            body: "const long long t = blk / Q, q = blk % Q;
+    op_matvec::matvec(T2(et::bf16, EQ, H, router, H, q, 0), T2(et::bf16, 1, H, x, H, t, 0),
+                      T2(float, 1, EQ, logits, E, t, q));",
             per_tile: None,
         },
         Stage {
@@ -188,6 +189,8 @@ pub fn cuda_source(cfg: &MoeConfig, t: usize, threads: u32) -> Result<String, St
         ("IT", cfg.inter / cfg.up_rows()),
         ("ND", cfg.down_rows()),
         ("DT", cfg.hidden / cfg.down_rows()),
+        ("EQ", cfg.router_rows()),
+        ("Q", cfg.experts / cfg.router_rows()),
     ];
     src.push_str("namespace sz {\n");
     for (name, v) in sizes {

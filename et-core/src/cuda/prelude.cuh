@@ -358,6 +358,17 @@ __device__ __forceinline__ unsigned int sm_id() {
     return s;
 }
 
+// The elements one signal statement has signalled so far under the dynamic schedule
+// (`Ctx::signal`): warp 0's lane i holds the i-th of the current round of 32. A local of
+// the generated statement, so nothing of it lives past the statement.
+struct SignalBatch {
+    unsigned int n = 0;      // elements of the round so far (the same in every lane)
+    unsigned int old = 0;    // this lane's element: the counter before its add,
+    unsigned int target = 0; //   the value that completes it,
+    unsigned int begin = 0;  //   and its consumers [begin, end)
+    unsigned int end = 0;
+};
+
 // Per-CTA execution context.
 struct Ctx {
     const Runtime& rt;
@@ -461,20 +472,43 @@ struct Ctx {
         return wait_done(threadIdx.x == 0 ? poll(element, count) : true);
     }
 
-    // Signals one element; call after a CTA barrier that follows the task's writes.
-    __device__ void signal(long long element, unsigned int count, bool fresh = false) {
-        if (threadIdx.x == 0) {
-            const unsigned int e = (unsigned int)element;
-            if (!rt.dynamic) {
-                red_release_add(rt.counters + e, 1u);
-            } else {
-                // the table loads do not depend on the add: issued first, they overlap its
-                // release fence instead of following its round trip
-                const unsigned int target = target_of(e, count);
-                const unsigned int begin = __ldg(rt.consumer_offsets + e), end = __ldg(rt.consumer_offsets + e + 1);
-                const unsigned int old = atom_acq_rel_add(rt.counters + e, 1u);
-                if (old + 1u == (fresh ? 1u : rt.epoch) * target) complete(begin, end);
-            }
+    // Signals one element of a signal statement; every thread of the CTA calls it, after a
+    // CTA barrier that follows the task's writes, and the statement ends with
+    // `signal_flush(batch)`. Static: thread 0 adds, fire and forget. Dynamic: the add must
+    // return, to tell whether it completed the element; lane i of warp 0 adds the
+    // statement's i-th element, so up to 32 adds are in flight together instead of one
+    // round trip after another, and `signal_flush` judges them.
+    __device__ void signal(SignalBatch& batch, long long element, unsigned int count, bool fresh = false) {
+        const unsigned int e = (unsigned int)element;
+        if (!rt.dynamic) {
+            if (threadIdx.x == 0) red_release_add(rt.counters + e, 1u);
+            return;
+        }
+        if (threadIdx.x >= 32u) return;
+        if (batch.n == 32u) signal_flush(batch);
+        if (threadIdx.x == batch.n) {
+            // the consumer table's loads do not depend on the add: issued first, they
+            // overlap its round trip; nothing reads the add's value until the flush
+            batch.target = (fresh ? 1u : rt.epoch) * target_of(e, count);
+            batch.begin = __ldg(rt.consumer_offsets + e);
+            batch.end = __ldg(rt.consumer_offsets + e + 1);
+            batch.old = atom_acq_rel_add(rt.counters + e, 1u);
+        }
+        ++batch.n;
+    }
+
+    // Ends a signal statement (and a round of 32 signals): warp 0 walks the consumers of
+    // every element its adds completed. Static: nothing to do.
+    __device__ void signal_flush(SignalBatch& batch) {
+        if (!rt.dynamic || threadIdx.x >= 32u || batch.n == 0u) return;
+        unsigned int completed = __ballot_sync(~0u, threadIdx.x < batch.n && batch.old + 1u == batch.target);
+        batch.n = 0;
+        // orders the completing lanes' acquires before every lane's pushes below
+        __syncwarp();
+        while (completed != 0u) {
+            const int src = __ffs(completed) - 1;
+            completed &= completed - 1u;
+            complete(__shfl_sync(~0u, batch.begin, src), __shfl_sync(~0u, batch.end, src));
         }
     }
 
@@ -525,32 +559,49 @@ struct Ctx {
         return ((unsigned long long)batch << 32) | (unsigned long long)(entry + 1u);
     }
 
-    // Thread 0: a consumer of a completed element became ready: run it here next, or push it.
-    __device__ __forceinline__ void release(unsigned int entry, unsigned int batch) {
-        if (local_next == 0ull) {
-            local_next = slot_value(entry, batch);
-            atomicAdd(rt.dyn_state + 3, 1u); // no return value used: a fire-and-forget reduction
-        } else {
-            const unsigned int slot = atomicAdd(rt.dyn_state + 1, 1u);
-            st_release_u64(ready_slots() + slot, slot_value(entry, batch));
-        }
-    }
-
-    // Thread 0: an element completed; release its consumers[begin, end) that became ready.
-    // A consumer whose guard this element is (c.w != 0: the first wait of a group with a
-    // condition) is judged here, once: an inactive one never enters the ring (it is counted
-    // with the local tasks, so the ring's end is still known) and its pending counter is
-    // pushed out of reach, so that no later completion releases it.
+    // Warp 0: an element completed; release its consumers[begin, end) that became ready,
+    // 32 at a time, one consumer per lane. A consumer whose guard this element is (c.w != 0:
+    // the first wait of a group with a condition) is judged here, once: an inactive one
+    // never enters the ring (it is counted with the local tasks, so the ring's end is still
+    // known) and its pending counter is pushed out of reach, so that no later completion
+    // releases it. Of the ready ones, the first runs here next (thread 0's local slot) when
+    // the slot is free; the others get ring slots from one claim per round.
     __device__ void complete(unsigned int begin, unsigned int end) {
+        const unsigned int lane = threadIdx.x;
         unsigned int* pending_done = rt.dyn_state + 4 + 2 * rt.n_tasks;
-        for (unsigned int k = begin; k < end; ++k) {
-            const uint4 c = __ldg(rt.consumers + k); // {entry, pending at the start, batch, guard}
-            if (c.w != 0u && !task_active(args, *this, c.x)) {
-                atomicAdd(rt.dyn_state + 3, 1u);
-                if (c.y != 1u) atomicAdd(pending_done + task_of(c.x), ET_INACTIVE_PENDING);
-                continue;
+        for (unsigned int base = begin; base < end; base += 32u) {
+            uint4 c = make_uint4(0u, 0u, 0u, 0u); // {entry, pending at the start, batch, guard}
+            bool ready = false, inactive = false;
+            if (base + lane < end) {
+                c = __ldg(rt.consumers + base + lane);
+                if (c.w != 0u && !task_active(args, *this, c.x)) {
+                    inactive = true;
+                    if (c.y != 1u) atomicAdd(pending_done + task_of(c.x), ET_INACTIVE_PENDING);
+                } else {
+                    ready = c.y == 1u || atom_acq_rel_add(pending_done + task_of(c.x), 1u) + 1u == c.y;
+                }
             }
-            if (c.y == 1u || atom_acq_rel_add(pending_done + task_of(c.x), 1u) + 1u == c.y) release(c.x, c.z);
+            const unsigned int inactive_mask = __ballot_sync(~0u, inactive);
+            const unsigned int ready_mask = __ballot_sync(~0u, ready);
+            // lane 0 is thread 0, whose local slot the persistent loop takes from
+            const unsigned int kept = __shfl_sync(~0u, local_next == 0ull ? ready_mask & (0u - ready_mask) : 0u, 0);
+            const unsigned int pushed = ready_mask & ~kept;
+            unsigned int slot = 0u;
+            if (lane == 0u) {
+                const unsigned int local = __popc(inactive_mask) + __popc(kept);
+                if (local != 0u) atomicAdd(rt.dyn_state + 3, local); // no return value used: a reduction
+                if (pushed != 0u) slot = atomicAdd(rt.dyn_state + 1, __popc(pushed));
+            }
+            slot = __shfl_sync(~0u, slot, 0);
+            if (kept != 0u) {
+                const int src = __ffs(kept) - 1;
+                const unsigned int entry = __shfl_sync(~0u, c.x, src), batch = __shfl_sync(~0u, c.z, src);
+                if (lane == 0u) local_next = slot_value(entry, batch);
+            }
+            if ((pushed >> lane) & 1u) {
+                const unsigned int rank = __popc(pushed & ((1u << lane) - 1u));
+                st_release_u64(ready_slots() + slot + rank, slot_value(c.x, c.z));
+            }
         }
     }
 

@@ -73,6 +73,13 @@ impl MoeConfig {
         self.hidden.min(128)
     }
 
+    /// Experts of a router task (`EQ`): the largest of 16, 8, 4, 2 that divides the
+    /// experts and is fewer, so the router is read in two slices at least (one task for
+    /// every expert read the whole router in one CTA); all of them for a single expert.
+    pub fn router_rows(&self) -> usize {
+        [16, 8, 4, 2].into_iter().find(|&r| r < self.experts && self.experts.is_multiple_of(r)).unwrap_or(self.experts)
+    }
+
     /// Bytes of one expert's weights (gate, up and down, bf16).
     pub fn expert_bytes(&self) -> usize {
         3 * self.hidden * self.inter * 2
@@ -99,5 +106,8 @@ mod tests {
         assert!(MoeConfig::preset("qwen3-moe").unwrap().validate().is_ok());
         assert!(MoeConfig::preset("nope").unwrap_err().contains("unknown config"));
         assert!(MoeConfig { top_k: 9, ..MoeConfig::TINY }.validate().is_err());
+        // the router slices of the stamps (`layer::moe_layer!`'s EQ)
+        assert_eq!((MoeConfig::QWEN3_MOE.router_rows(), MoeConfig::TINY.router_rows()), (16, 4));
+        assert_eq!(MoeConfig { experts: 1, ..MoeConfig::TINY }.router_rows(), 1);
     }
 }

@@ -83,14 +83,20 @@ pub fn run(w: &MoeWeights, x: &Tensor<bf16>, s: &mut Scratch) -> Result<(), Stri
         return Err(format!("the scratch is for {} tokens, not {t}", s.out.shape()[0]));
     }
     let (r, mt, c) = (MoeConfig::tile_rows(t), MoeConfig::token_tiles(t), MoeConfig::capacity(t));
-    let (ni, nd) = (cfg.up_rows(), cfg.down_rows());
+    let (ni, nd, eq) = (cfg.up_rows(), cfg.down_rows(), cfg.router_rows());
     let (xr, router, gate, up, down) = (x.raw(), w.router.raw(), w.gate.raw(), w.up.raw(), w.down.raw());
     let (logits, topk, topw) = (s.logits.raw_mut(), s.topk.raw_mut(), s.topw.raw_mut());
     let (counts, tokens, xe, he, ye, out) =
         (s.counts.raw_mut(), s.tokens.raw_mut(), s.xe.raw_mut(), s.he.raw_mut(), s.ye.raw_mut(), s.out.raw_mut());
     let ti = |v: usize| v as i64;
     for tok in 0..t {
-        matvec::<f32>(rd(&router, [0, 0], [e, h]), rd(&xr, [ti(tok), 0], [1, h]), wr(&logits, [ti(tok), 0], [1, e]));
+        for q in 0..e / eq {
+            matvec::<f32>(
+                rd(&router, [ti(q), 0], [eq, h]),
+                rd(&xr, [ti(tok), 0], [1, h]),
+                wr(&logits, [ti(tok), ti(q)], [1, eq]),
+            );
+        }
         router_topk(
             rd(&logits, [ti(tok), 0], [1, e]),
             wr(&topk, [ti(tok), 0], [1, k]),

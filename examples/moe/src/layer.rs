@@ -14,7 +14,10 @@
 //! with `T` and every tile index stays affine.
 //!
 //! Tasks:
-//! - `route[t]`: router GEMV of token `t` to f32 logits, `router_topk`; signals `routed[t]`;
+//! - `score[t, q]`: the router GEMV of token `t` for the `q`-th slice of `EQ` experts (f32
+//!   logits); signals `scored[t]`. One task for all `E` experts read the whole router
+//!   (512 KB at qwen3 shapes) in one CTA, about 20 us at the head of every launch;
+//! - `route[t]`: waits its token's slices, `router_topk`; signals `routed[t]`;
 //! - `group[e]`: waits every token, lists expert `e`'s tokens (`moe_group`);
 //!   signals `grouped[e]`;
 //! - `gather[e, m] if m · R < counts[e]`: copies the tile's token rows to `xe`;
@@ -34,18 +37,20 @@ use crate::weights::MoeWeights;
 
 /// Stamps the layer for one shape: up to `TMAX` tokens; hidden `H`, `E` experts, top-`K`,
 /// intermediate `I`; token tiles of `R` rows, at most `MT` per expert (`R · MT = TMAX`);
-/// gate/up row tiles of `NI` (`IT · NI = I`), down row tiles of `ND` (`DT · ND = H`).
+/// gate/up row tiles of `NI` (`IT · NI = I`), down row tiles of `ND` (`DT · ND = H`),
+/// router slices of `EQ` experts (`Q · EQ = E`).
 macro_rules! moe_layer {
     ($name:ident, TMAX = $tmax:literal, H = $h:literal, E = $e:literal, K = $k:literal, I = $i:literal,
-     R = $r:literal, MT = $mt:literal, NI = $ni:literal, IT = $it:literal, ND = $nd:literal, DT = $dt:literal) => {
+     R = $r:literal, MT = $mt:literal, NI = $ni:literal, IT = $it:literal, ND = $nd:literal, DT = $dt:literal,
+     EQ = $eq:literal, Q = $q:literal) => {
         const _: () = assert!(
-            $r * $mt == $tmax && $it * $ni == $i && $dt * $nd == $h,
+            $r * $mt == $tmax && $it * $ni == $i && $dt * $nd == $h && $q * $eq == $e,
             "moe_layer!: the tile counts do not cover the layer's sizes"
         );
 
         /// One MoE layer for 1 to `TMAX` tokens as one megakernel (see [`crate::layer`]).
         #[megakernel(dims(T <= $tmax, M <= $mt, H = $h, E = $e, K = $k, I = $i, R = $r, MT = $mt, NI = $ni,
-                          IT = $it, ND = $nd, DT = $dt))]
+                          IT = $it, ND = $nd, DT = $dt, EQ = $eq, Q = $q))]
         pub fn $name(
             x: &Tensor<bf16, { [T, H] }>,
             router: &Tensor<bf16, { [E, H] }>,
@@ -62,14 +67,19 @@ macro_rules! moe_layer {
             ye: &mut Tensor<bf16, { [E * MT * R, DT * ND] }>,
             out: &mut Tensor<bf16, { [T, H] }>,
         ) {
+            let scored = event!([T]);
             let routed = event!([T]);
             let grouped = event!([E]);
             let gathered = event!([E, M]);
             let hidden = event!([E, M]);
             // each token receives one signal per (chosen expert, down row tile)
             let done = event!([T], count = K * DT);
+            tile!(score[t, q] in [T, Q] {
+                matvec(router.tile([q, 0], [EQ, H]), x.tile([t, 0], [1, H]), logits.tile([t, q], [1, EQ]));
+                signal!(scored[t]);
+            });
             tile!(route[t] in [T] {
-                matvec(router.tile([0, 0], [E, H]), x.tile([t, 0], [1, H]), logits.tile([t, 0], [1, E]));
+                wait!(scored[t]);
                 router_topk(logits.tile([t, 0], [1, E]), topk.tile([t, 0], [1, K]), topw.tile([t, 0], [1, K]));
                 signal!(routed[t]);
             });
@@ -119,7 +129,8 @@ macro_rules! moe_layer {
 }
 
 // qwen3-moe: H 2048, E 128, K 8, I 768 (12 gate/up tiles of 64 rows, 16 down tiles of
-// 128), up to 1024 tokens in tiles of 16
+// 128, 8 router slices of 16 experts: 64 KB of the router each), up to 1024 tokens in
+// tiles of 16
 moe_layer!(
     moe_qwen3,
     TMAX = 1024,
@@ -132,11 +143,29 @@ moe_layer!(
     NI = 64,
     IT = 12,
     ND = 128,
-    DT = 16
+    DT = 16,
+    EQ = 16,
+    Q = 8
 );
-// tiny: H 64, E 8, K 2, I 32 (one gate/up tile, one down tile), up to 64 tokens in tiles
-// of 4, so small batches already span several tiles and end in a partial one
-moe_layer!(moe_tiny, TMAX = 64, H = 64, E = 8, K = 2, I = 32, R = 4, MT = 16, NI = 32, IT = 1, ND = 64, DT = 1);
+// tiny: H 64, E 8, K 2, I 32 (one gate/up tile, one down tile, two router slices), up to
+// 64 tokens in tiles of 4, so small batches already span several tiles and end in a
+// partial one
+moe_layer!(
+    moe_tiny,
+    TMAX = 64,
+    H = 64,
+    E = 8,
+    K = 2,
+    I = 32,
+    R = 4,
+    MT = 16,
+    NI = 32,
+    IT = 1,
+    ND = 64,
+    DT = 1,
+    EQ = 4,
+    Q = 2
+);
 
 /// The megakernel's layout for a layer shape: rows per token tile and the most tokens
 /// (`None` for a shape without a megakernel).
