@@ -19,7 +19,9 @@
 //! The mma reads both operands straight from global memory in 16-byte pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
 //! mmas, which sums the same products in a permuted `k` order (the permutation is the
 //! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
-//! units that share its slice). When x's tile type gives the batch at compile time
+//! units that share its slice; up to batch 16 its fragments are loaded with the weights',
+//! U steps ahead, where x is in global memory: `ET_GEMV_X_INFLIGHT`, 3–7% on the MoE
+//! experts' 16-row tiles, RESULTS run 18). When x's tile type gives the batch at compile time
 //! (`static_extent<0>()`, as every megakernel's does), the register arrays and loops are
 //! sized to it; a tile with a run-time batch compiles one instance sized for 64.
 
@@ -191,6 +193,13 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_SIMT_U_LARGE
 #define ET_GEMV_SIMT_U_LARGE 8
 #endif
+// Whether the tensor-core path keeps x's B fragments in flight with the weights (its U
+// steps) where x is in global memory and the batch is at most 16 (two 8-row pieces, whose
+// fragments fit the registers). Otherwise every k step's mma waits for its x load, an L2
+// round trip when another SM wrote x (an MoE expert's 16 gathered rows). 0 turns it off.
+#ifndef ET_GEMV_X_INFLIGHT
+#define ET_GEMV_X_INFLIGHT 1
+#endif
 // Whether NW weight tiles of type W hold at least 512 Ki elements at compile time: the
 // CUDA-core path's LARGE (more loads in flight on long tasks).
 template <int NW, class W>
@@ -350,12 +359,24 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
         if (FAST && shared) return kk < K ? *reinterpret_cast<const uint4*>(row + kk) : zero;
         return matvec_load<FAST, true>(row, kk, K, cs);
     };
-    uint4 a0[U], a1[U];
+    // XP: x's fragments of the U steps are loaded with the weights' (ET_GEMV_X_INFLIGHT)
+    constexpr bool XP = ET_GEMV_X_INFLIGHT && FAST && !XS && NBM <= 2;
+    const auto xfrag = [&](int nb, int kk) -> uint4 {
+        const int b = nb * 8 + g;
+        return b >= B ? zero
+               : XS   ? xload<true>(x + b * xs0, kk, K, xs1, true)
+                      : matvec_load<FAST, false>(x + b * xs0, kk, K, xs1);
+    };
+    uint4 a0[U], a1[U], xf[XP ? U : 1][XP ? NBM : 1];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const int kk = k_lo + 32 * u + 8 * t;
         a0[u] = ok0 ? wload(row0, kk) : zero;
         a1[u] = ok1 ? wload(row1, kk) : zero;
+        if (XP) {
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb) xf[XP ? u : 0][XP ? nb : 0] = nb * 8 < B ? xfrag(nb, kk) : zero;
+        }
     }
 #pragma unroll 1
     for (int k = k_lo; k < k_hi; k += 32 * U) {
@@ -366,12 +387,10 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
 #pragma unroll
             for (int nb = 0; nb < NBM; ++nb) {
                 if (nb * 8 >= B) break;
-                const int b = nb * 8 + g;
-                const uint4 xv = b >= B ? zero
-                                 : XS   ? xload<true>(x + b * xs0, kk, K, xs1, true)
-                                        : matvec_load<FAST, false>(x + b * xs0, kk, K, xs1);
+                const uint4 xv = XP ? xf[XP ? u : 0][XP ? nb : 0] : xfrag(nb, kk);
                 mma_bf16(c[nb], a0[u].x, a1[u].x, a0[u].y, a1[u].y, xv.x, xv.y);
                 mma_bf16(c[nb], a0[u].z, a1[u].z, a0[u].w, a1[u].w, xv.z, xv.w);
+                if (XP && more) xf[XP ? u : 0][XP ? nb : 0] = xfrag(nb, kk + 32 * U);
             }
             if (more) {
                 a0[u] = ok0 ? wload(row0, kk + 32 * U) : zero;
