@@ -374,23 +374,48 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     }
 }
 
-crate::tile_op! { cuda = chunk_cuda!(r#"
+/// The two forms of a RoPE split-KV attention piece: the same contract, arguments and
+/// CPU half ([`rope_split_reference`]); only their CUDA differs.
+macro_rules! rope_split_op {
+    ($cuda:expr; $(#[$doc:meta])* $name:ident) => {
+        crate::tile_op! { cuda = $cuda;
+            contract {
+                o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
+                o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
+                qkv[0] == 1 && qkv[1] == (o[0] + 2) * o[1] => "qkv must be one row of G query heads, a key and a value: [1, (o's rows + 2) x o's columns]",
+                pos[0] == 1 => "pos must be one element (the position)",
+                cs[0] == 1 && cs[1] == o[1] => "cs must be the rope table row of the position: [1, o's columns]",
+                kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's cache: [1, positions, o's columns]",
+                vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
+                ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2] (max and sum per query head)",
+            }
+            $(#[$doc])*
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name(
+                qkv: TileRef<'_, bf16, 2>,
+                pos: TileRef<'_, i32, 1>,
+                cs: TileRef<'_, f32, 2>,
+                part: i64,
+                parts: i64,
+                scale: f32,
+                kc: TileRef<'_, bf16, 3>,
+                vc: TileRef<'_, bf16, 3>,
+                mut o: TileMut<'_, f32, 2>,
+                mut ml: TileMut<'_, f32, 2>,
+            ) {
+                rope_split_reference(qkv, pos, cs, part, parts, scale, kc, vc, &mut o, &mut ml);
+            }
+        }
+    };
+}
+
+rope_split_op! { chunk_cuda!(r#"
 template <class QKV, class P, class CS, class K, class V, class O, class M>
 __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long long parts, float scale, K kc, V vc,
                                      O o, M ml) {
     rope_split_piece<false>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
-    contract {
-        o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
-        o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
-        qkv[0] == 1 && qkv[1] == (o[0] + 2) * o[1] => "qkv must be one row of G query heads, a key and a value: [1, (o's rows + 2) x o's columns]",
-        pos[0] == 1 => "pos must be one element (the position)",
-        cs[0] == 1 && cs[1] == o[1] => "cs must be the rope table row of the position: [1, o's columns]",
-        kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's cache: [1, positions, o's columns]",
-        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
-        ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2] (max and sum per query head)",
-    }
     /// RoPE and piece `part` of `parts` of decode attention, for one sequence and one KV
     /// head at the run-time position `p = pos[0]`: `qkv` is `[1, (G + 2) · D]` (the `G`
     /// query heads, the key, the value: a row slice of a fused QKV projection), `kc` and
@@ -404,24 +429,10 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
     /// unnormalised output and `[max, sum]` per query head as [`attention_partial`]
     /// (`[-inf, 0]` and zeros for an empty piece); [`attention_merge`] combines the
     /// pieces. Positions at or past `L` are not read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_rope_split(
-        qkv: TileRef<'_, bf16, 2>,
-        pos: TileRef<'_, i32, 1>,
-        cs: TileRef<'_, f32, 2>,
-        part: i64,
-        parts: i64,
-        scale: f32,
-        kc: TileRef<'_, bf16, 3>,
-        vc: TileRef<'_, bf16, 3>,
-        mut o: TileMut<'_, f32, 2>,
-        mut ml: TileMut<'_, f32, 2>,
-    ) {
-        rope_split_reference(qkv, pos, cs, part, parts, scale, kc, vc, &mut o, &mut ml);
-    }
+    attention_rope_split
 }
 
-crate::tile_op! { cuda = chunk_cuda!(r#"
+rope_split_op! { chunk_cuda!(r#"
 // ET_ATTN_NO_STREAM (in ET_NVRTC_OPTIONS) compiles this op as attention_rope_split, for
 // side-by-side runs of the same stamps
 #ifdef ET_ATTN_NO_STREAM
@@ -435,36 +446,12 @@ __device__ void attention_rope_split_streamed(QKV qkv, P pos, CS cs, long long p
     rope_split_piece<ET_ATTN_STREAM>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
-    contract {
-        o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
-        o[0] >= 1 && o[0] <= 8 => "the query heads per KV head (o's rows) must be 1 to 8",
-        qkv[0] == 1 && qkv[1] == (o[0] + 2) * o[1] => "qkv must be one row of G query heads, a key and a value: [1, (o's rows + 2) x o's columns]",
-        pos[0] == 1 => "pos must be one element (the position)",
-        cs[0] == 1 && cs[1] == o[1] => "cs must be the rope table row of the position: [1, o's columns]",
-        kc[0] == 1 && kc[2] == o[1] => "kc must be one KV head's cache: [1, positions, o's columns]",
-        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
-        ml[0] == o[0] && ml[1] == 2 => "ml must be [o's rows, 2] (max and sum per query head)",
-    }
     /// [`attention_rope_split`] for long pieces: the same values, with each warp's next
     /// rows of the cache in flight while it computes the current ones (two steps of rows in
     /// registers). Faster where a piece takes several steps and the megakernel has the
-    /// registers to spare (the Llama step at B = 32 and 64); at small batches the plain op
-    /// is faster (RESULTS run 17).
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_rope_split_streamed(
-        qkv: TileRef<'_, bf16, 2>,
-        pos: TileRef<'_, i32, 1>,
-        cs: TileRef<'_, f32, 2>,
-        part: i64,
-        parts: i64,
-        scale: f32,
-        kc: TileRef<'_, bf16, 3>,
-        vc: TileRef<'_, bf16, 3>,
-        mut o: TileMut<'_, f32, 2>,
-        mut ml: TileMut<'_, f32, 2>,
-    ) {
-        rope_split_reference(qkv, pos, cs, part, parts, scale, kc, vc, &mut o, &mut ml);
-    }
+    /// registers to spare (the Llama step at B = 32); at small batches the plain op is
+    /// faster (RESULTS run 17), and at B = 64 it was no faster inside the megakernel (run 18).
+    attention_rope_split_streamed
 }
 
 /// The CPU half of [`attention_rope_split`] and [`attention_rope_split_streamed`].
