@@ -353,6 +353,8 @@ impl Bench<'_> {
             };
             for (variant, schedule) in
                 [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
+                    .into_iter()
+                    .filter(|(_, s)| et_benches::measured_schedules().contains(s))
             {
                 dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
                 // steps as generation runs them: each feeds its tokens back at the next

@@ -214,6 +214,7 @@ impl Bench<'_> {
         let mut mk =
             [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
                 .into_iter()
+                .filter(|(_, s)| et_benches::measured_schedules().contains(s))
                 .map(|(v, s)| Ok((v, s, layer(s, None)?)))
                 .collect::<Res<Vec<_>>>()?;
         let mut bl = MoeBaseline::new(self.gpu, self.w, t)?;

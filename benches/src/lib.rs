@@ -61,3 +61,17 @@ pub fn median(v: &[f64]) -> f64 {
     s.sort_by(f64::total_cmp);
     if s.is_empty() { f64::NAN } else { s[s.len() / 2] }
 }
+
+/// The megakernel schedules a benchmark measures: both, or the static one alone when
+/// `ET_NVRTC_OPTIONS` defines `ET_STATIC_ONLY` (the dynamic schedule compiled out, for
+/// side-by-side runs of what its code costs the static one).
+pub fn measured_schedules() -> Vec<ScheduleKind> {
+    let options: Vec<String> = std::env::var("ET_NVRTC_OPTIONS")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    if et_device::defines_static_only(&options) {
+        vec![ScheduleKind::Static]
+    } else {
+        vec![ScheduleKind::Static, ScheduleKind::Dynamic]
+    }
+}

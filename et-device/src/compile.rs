@@ -41,6 +41,17 @@ pub struct CompileOutput {
     pub seconds: f64,
 }
 
+/// Whether NVRTC options define `ET_STATIC_ONLY` (`-DET_STATIC_ONLY[=..]`, or `-D` and
+/// the name apart); `ET_NVRTC_OPTIONS`'s, through [`Compiler::static_only`].
+pub fn defines_static_only(options: &[String]) -> bool {
+    let named = |o: &str| o == "ET_STATIC_ONLY" || o.starts_with("ET_STATIC_ONLY=");
+    options.iter().enumerate().any(|(i, o)| match o.strip_prefix("-D") {
+        Some("") => options.get(i + 1).is_some_and(|next| named(next)),
+        Some(rest) => named(rest),
+        None => false,
+    })
+}
+
 /// Compiles CUDA C++ to CUBIN for one architecture, with caches.
 pub struct Compiler {
     arch: String,
@@ -83,6 +94,13 @@ impl Compiler {
     pub fn with_extra_options(mut self, options: Vec<String>) -> Self {
         self.extra_options = options;
         self
+    }
+
+    /// Whether the extra options define `ET_STATIC_ONLY`, which compiles the dynamic
+    /// schedule out of every module (for measuring what its code costs the static one):
+    /// such a compiler's modules take static launches only.
+    pub fn static_only(&self) -> bool {
+        defines_static_only(&self.extra_options)
     }
 
     /// Produces PTX for the driver to compile at load, instead of CUBIN: for a GPU newer
@@ -316,6 +334,18 @@ fn dump_requested(kernel: &Kernel) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn static_only_is_read_from_the_define_in_either_spelling() {
+        let opts = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        for yes in ["-DET_STATIC_ONLY", "-DET_STATIC_ONLY=1", "-D ET_STATIC_ONLY", "-DET_GEMV_MMA_U=2 -DET_STATIC_ONLY"]
+        {
+            assert!(defines_static_only(&opts(yes)), "{yes}");
+        }
+        for no in ["", "-DET_STATIC_ONLYX", "-UET_STATIC_ONLY", "-DET_ATTN_NO_STREAM", "-D", "ET_STATIC_ONLY"] {
+            assert!(!defines_static_only(&opts(no)), "{no}");
+        }
+    }
 
     mod first {
         use et_core::prelude::*;

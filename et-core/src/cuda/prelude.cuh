@@ -9,6 +9,16 @@
 #endif
 // Added to the pending counter of a task found inactive: no completion reaches its count.
 #define ET_INACTIVE_PENDING 0x40000000u
+// Whether a launch runs the dynamic schedule. ET_STATIC_ONLY (in ET_NVRTC_OPTIONS, for
+// side-by-side runs) compiles the dynamic schedule's code out, so that none of its
+// registers reach the static schedule's task code (RESULTS run 18: the warp-collective
+// consumer walk inlined at every signal made the static Llama step 18% slower at B = 32).
+// The host refuses dynamic launches of such a module; the device traps if one comes.
+#ifdef ET_STATIC_ONLY
+#define ET_DYNAMIC(rt) false
+#else
+#define ET_DYNAMIC(rt) ((rt).dynamic != 0)
+#endif
 
 namespace et {
 
@@ -480,7 +490,7 @@ struct Ctx {
     // round trip after another, and `signal_flush` judges them.
     __device__ void signal(SignalBatch& batch, long long element, unsigned int count, bool fresh = false) {
         const unsigned int e = (unsigned int)element;
-        if (!rt.dynamic) {
+        if (!ET_DYNAMIC(rt)) {
             if (threadIdx.x == 0) red_release_add(rt.counters + e, 1u);
             return;
         }
@@ -500,7 +510,7 @@ struct Ctx {
     // Ends a signal statement (and a round of 32 signals): warp 0 walks the consumers of
     // every element its adds completed. Static: nothing to do.
     __device__ void signal_flush(SignalBatch& batch) {
-        if (!rt.dynamic || threadIdx.x >= 32u || batch.n == 0u) return;
+        if (!ET_DYNAMIC(rt) || threadIdx.x >= 32u || batch.n == 0u) return;
         unsigned int completed = __ballot_sync(~0u, threadIdx.x < batch.n && batch.old + 1u == batch.target);
         batch.n = 0;
         // orders the completing lanes' acquires before every lane's pushes below
@@ -703,7 +713,7 @@ struct Ctx {
         __shared__ unsigned int s_batch;
         if (threadIdx.x == 0) {
             s_more = 0;
-            if (!rt.dynamic) {
+            if (!ET_DYNAMIC(rt)) {
                 if (cursor < end) {
                     s_task = upcoming;
                     s_more = 1;
@@ -720,7 +730,7 @@ struct Ctx {
             }
         }
         __syncthreads();
-        if (rt.dynamic && s_more && s_batch != 0u) push_batch(s_batch);
+        if (ET_DYNAMIC(rt) && s_more && s_batch != 0u) push_batch(s_batch);
         out = s_task;
         task = task_of(s_task);
         const int more = s_more;
@@ -773,7 +783,10 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* a
     __syncthreads();
     Ctx ctx(rt, args, &s_abort, n_groups, task_shift, group_first, group_domain, arena);
     unsigned int cursor = 0, end = 0, task = 0;
-    if (!rt.dynamic && threadIdx.x == 0) {
+#ifdef ET_STATIC_ONLY
+    if (rt.dynamic) __trap();
+#endif
+    if (!ET_DYNAMIC(rt) && threadIdx.x == 0) {
         cursor = __ldg(rt.queue_offsets + blockIdx.x);
         end = __ldg(rt.queue_offsets + blockIdx.x + 1);
         if (cursor < end) ctx.upcoming = __ldg(rt.queue_tasks + cursor);
