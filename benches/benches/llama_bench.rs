@@ -351,10 +351,11 @@ impl Bench<'_> {
                 steps: self.steps,
                 source: "this run".into(),
             };
+            let schedules = et_benches::measured_schedules();
             for (variant, schedule) in
                 [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
                     .into_iter()
-                    .filter(|(_, s)| et_benches::measured_schedules().contains(s))
+                    .filter(|(_, s)| schedules.contains(s))
             {
                 dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
                 // steps as generation runs them: each feeds its tokens back at the next

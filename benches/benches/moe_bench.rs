@@ -211,10 +211,11 @@ impl Bench<'_> {
         let layer = |schedule, trace: Option<PathBuf>| {
             MegaLayer::new(self.gpu, self.w, t, LaunchOptions { schedule: Some(schedule), trace, ..Default::default() })
         };
+        let schedules = et_benches::measured_schedules();
         let mut mk =
             [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
                 .into_iter()
-                .filter(|(_, s)| et_benches::measured_schedules().contains(s))
+                .filter(|(_, s)| schedules.contains(s))
                 .map(|(v, s)| Ok((v, s, layer(s, None)?)))
                 .collect::<Res<Vec<_>>>()?;
         let mut bl = MoeBaseline::new(self.gpu, self.w, t)?;

@@ -66,10 +66,7 @@ pub fn median(v: &[f64]) -> f64 {
 /// `ET_NVRTC_OPTIONS` defines `ET_STATIC_ONLY` (the dynamic schedule compiled out, for
 /// side-by-side runs of what its code costs the static one).
 pub fn measured_schedules() -> Vec<ScheduleKind> {
-    let options: Vec<String> = std::env::var("ET_NVRTC_OPTIONS")
-        .map(|v| v.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default();
-    if et_device::defines_static_only(&options) {
+    if et_device::defines_static_only(&et_device::env_options()) {
         vec![ScheduleKind::Static]
     } else {
         vec![ScheduleKind::Static, ScheduleKind::Dynamic]

@@ -41,6 +41,12 @@ pub struct CompileOutput {
     pub seconds: f64,
 }
 
+/// The extra NVRTC options of `ET_NVRTC_OPTIONS`, split at whitespace (none when unset):
+/// what [`Compiler::new`] passes after its own.
+pub fn env_options() -> Vec<String> {
+    std::env::var("ET_NVRTC_OPTIONS").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
+}
+
 /// Whether NVRTC options define `ET_STATIC_ONLY` (`-DET_STATIC_ONLY[=..]`, or `-D` and
 /// the name apart); `ET_NVRTC_OPTIONS`'s, through [`Compiler::static_only`].
 pub fn defines_static_only(options: &[String]) -> bool {
@@ -81,9 +87,7 @@ impl Compiler {
             image: ImageKind::Cubin,
             version,
             cache_dir: cache_dir(),
-            extra_options: std::env::var("ET_NVRTC_OPTIONS")
-                .map(|v| v.split_whitespace().map(str::to_string).collect())
-                .unwrap_or_default(),
+            extra_options: env_options(),
             memory: Mutex::new(HashMap::new()),
             compilations: AtomicUsize::new(0),
         })
