@@ -6,7 +6,7 @@
 //! - cold NVRTC compile and cached load of the split-K kernels;
 //! - split-K GEMM as one megakernel against the same tiles as two kernels.
 //!
-//!     cargo bench -p et-benches --bench gpu_bench -- [--json results.jsonl]
+//!     cargo bench -p et-benches --bench gpu_bench -- [--json results.jsonl] [--trace DIR]
 
 use std::io::Write;
 use std::time::Instant;
@@ -37,6 +37,10 @@ struct Args {
     /// Also write every figure as a JSON line to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Write a Perfetto trace of one launch of each dynamic hop chain (1000 steps) into
+    /// this directory, and print its figures per tile group: where a hop's time goes.
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
     /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
     #[arg(long, hide = true)]
     bench: bool,
@@ -60,6 +64,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     bare_cuda(&gpu, &mut out)?;
     compile_times(&gpu, &mut out)?;
     hops(&gpu, &mut out)?;
+    if let Some(dir) = &args.trace {
+        hop_traces(&gpu, dir)?;
+    }
     launch_overhead(&gpu, &mut out)?;
     splitk_vs_two_kernels(&gpu, &mut out)?;
     Ok(())
@@ -135,12 +142,12 @@ fn compile_times(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Er
     for k in [&splitk_gemm::KERNEL, &split_row_sum::KERNEL] {
         let cold = Compiler::new(gpu.compiler().arch())?.with_cache_dir(Some(dir.clone()));
         let t0 = Instant::now();
-        let (a, compiled) = cold.compile_kernel(k)?;
+        let (a, compiled) = cold.compile_kernel(k, k.graph.schedule)?;
         let cold_s = t0.elapsed().as_secs_f64();
         assert!(compiled);
         let warm = Compiler::new(gpu.compiler().arch())?.with_cache_dir(Some(dir.clone()));
         let t0 = Instant::now();
-        let (b, compiled) = warm.compile_kernel(k)?;
+        let (b, compiled) = warm.compile_kernel(k, k.graph.schedule)?;
         let warm_s = t0.elapsed().as_secs_f64();
         assert!(!compiled && b.from_disk_cache && a.image == b.image);
         out.row(
@@ -174,6 +181,38 @@ pub fn two_producer_hops(anchor: &Tensor<f32, { [N + 1] }>) {
         wait!(c[i]);
         signal!(c[i + 1]);
     });
+}
+
+/// One traced launch of each dynamic hop chain, its per-group figures printed: a step's
+/// wait (its polls), its work (the signal and the consumer walk are in it) and what is
+/// left of a hop between one step's end and the next one's start (taking the task).
+fn hop_traces(gpu: &Cuda, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("--trace {}: {e}", dir.display()))?;
+    let n = 1000;
+    let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
+    for (name, two) in [("early_chain", false), ("two_producer_hops", true)] {
+        let file = dir.join(format!("{name}.json"));
+        let mut opts = LaunchOptions { schedule: Some(ScheduleKind::Dynamic), trace: None, ..Default::default() };
+        let launch = |opts: &LaunchOptions| {
+            if two {
+                two_producer_hops::launch_with(gpu, opts, &anchor)
+            } else {
+                hop_chain::launch_with(gpu, opts, &anchor)
+            }
+        };
+        launch(&opts)?; // warm-up (compile, schedule upload)
+        opts.trace = Some(file.clone());
+        let report = launch(&opts)?;
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+        let summary = et_benches::trace_report::summarize(&text, None)?;
+        println!(
+            "\n{name}, dynamic, traced ({} us a step with the trace's stores): {}",
+            report.elapsed.as_secs_f64() * 1e6 / n as f64,
+            file.display()
+        );
+        print!("{}", et_benches::trace_report::table(&summary));
+    }
+    Ok(())
 }
 
 fn hops(gpu: &Cuda, out: &mut Out) -> Result<(), Box<dyn std::error::Error>> {

@@ -45,6 +45,9 @@ struct Args {
     /// Timed steps per figure (the median is reported).
     #[arg(long, default_value_t = 50)]
     steps: usize,
+    /// Megakernel schedules to measure (comma-separated: static, dynamic).
+    #[arg(long, value_delimiter = ',', value_parser = et_benches::parse_schedule, default_value = "static,dynamic")]
+    schedules: Vec<ScheduleKind>,
     /// Warm-up steps before the timed ones.
     #[arg(long, default_value_t = 5)]
     warmup: usize,
@@ -207,6 +210,7 @@ fn run(args: &Args) -> Res<()> {
                 warmup: args.warmup,
                 stage_profile: args.stage_profile,
                 trace_layer: args.trace_layer,
+                schedules: &args.schedules,
             };
             for r in bench.run(&args.kv, &floor_ms, args.trace.as_deref())? {
                 println!("  {config} B = {batch} KV = {}: {:<20} {:>8.3} ms/step", r.kv, r.variant, r.step_ms);
@@ -281,6 +285,7 @@ struct Bench<'a> {
     warmup: usize,
     stage_profile: bool,
     trace_layer: i64,
+    schedules: &'a [ScheduleKind],
 }
 
 /// Median kernel time (ms) and median host time not hidden (µs) of `f`'s steps, each
@@ -351,11 +356,10 @@ impl Bench<'_> {
                 steps: self.steps,
                 source: "this run".into(),
             };
-            let schedules = et_benches::measured_schedules();
             for (variant, schedule) in
                 [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
                     .into_iter()
-                    .filter(|(_, s)| schedules.contains(s))
+                    .filter(|(_, s)| self.schedules.contains(s))
             {
                 dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
                 // steps as generation runs them: each feeds its tokens back at the next

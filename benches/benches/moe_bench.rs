@@ -41,6 +41,9 @@ struct Args {
     /// Routing skews in [0, 1] (comma-separated): the share of tokens biased onto experts 0..K.
     #[arg(long, value_delimiter = ',', default_value = "0,0.5,1")]
     skew: Vec<f64>,
+    /// Megakernel schedules to measure (comma-separated: static, dynamic).
+    #[arg(long, value_delimiter = ',', value_parser = et_benches::parse_schedule, default_value = "static,dynamic")]
+    schedules: Vec<ScheduleKind>,
     /// Timed runs per figure (the median is reported).
     #[arg(long, default_value_t = 50)]
     runs: usize,
@@ -211,11 +214,10 @@ impl Bench<'_> {
         let layer = |schedule, trace: Option<PathBuf>| {
             MegaLayer::new(self.gpu, self.w, t, LaunchOptions { schedule: Some(schedule), trace, ..Default::default() })
         };
-        let schedules = et_benches::measured_schedules();
         let mut mk =
             [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
                 .into_iter()
-                .filter(|(_, s)| schedules.contains(s))
+                .filter(|(_, s)| a.schedules.contains(s))
                 .map(|(v, s)| Ok((v, s, layer(s, None)?)))
                 .collect::<Res<Vec<_>>>()?;
         let mut bl = MoeBaseline::new(self.gpu, self.w, t)?;

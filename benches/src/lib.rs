@@ -62,13 +62,12 @@ pub fn median(v: &[f64]) -> f64 {
     if s.is_empty() { f64::NAN } else { s[s.len() / 2] }
 }
 
-/// The megakernel schedules a benchmark measures: both, or the static one alone when
-/// `ET_NVRTC_OPTIONS` defines `ET_STATIC_ONLY` (the dynamic schedule compiled out, for
-/// side-by-side runs of what its code costs the static one).
-pub fn measured_schedules() -> Vec<ScheduleKind> {
-    if et_device::defines_static_only(&et_device::env_options()) {
-        vec![ScheduleKind::Static]
-    } else {
-        vec![ScheduleKind::Static, ScheduleKind::Dynamic]
+/// A schedule named on a benchmark's command line (`static` or `dynamic`), for
+/// `--schedules`: measuring one alone halves a run's device time.
+pub fn parse_schedule(name: &str) -> Result<ScheduleKind, String> {
+    match name {
+        "static" => Ok(ScheduleKind::Static),
+        "dynamic" => Ok(ScheduleKind::Dynamic),
+        other => Err(format!("`{other}` is not a schedule: static or dynamic")),
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cudarc::nvrtc::result::NvrtcError;
-use et_core::{Error, Kernel};
+use et_core::{Error, Kernel, ScheduleKind};
 
 use crate::availability::nvrtc_available;
 use crate::driver::{Program, nvrtc_version};
@@ -45,17 +45,6 @@ pub struct CompileOutput {
 /// what [`Compiler::new`] passes after its own.
 pub fn env_options() -> Vec<String> {
     std::env::var("ET_NVRTC_OPTIONS").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default()
-}
-
-/// Whether NVRTC options define `ET_STATIC_ONLY` (`-DET_STATIC_ONLY[=..]`, or `-D` and
-/// the name apart); `ET_NVRTC_OPTIONS`'s, through [`Compiler::static_only`].
-pub fn defines_static_only(options: &[String]) -> bool {
-    let named = |o: &str| o == "ET_STATIC_ONLY" || o.starts_with("ET_STATIC_ONLY=");
-    options.iter().enumerate().any(|(i, o)| match o.strip_prefix("-D") {
-        Some("") => options.get(i + 1).is_some_and(|next| named(next)),
-        Some(rest) => named(rest),
-        None => false,
-    })
 }
 
 /// Compiles CUDA C++ to CUBIN for one architecture, with caches.
@@ -98,13 +87,6 @@ impl Compiler {
     pub fn with_extra_options(mut self, options: Vec<String>) -> Self {
         self.extra_options = options;
         self
-    }
-
-    /// Whether the extra options define `ET_STATIC_ONLY`, which compiles the dynamic
-    /// schedule out of every module (for measuring what its code costs the static one):
-    /// such a compiler's modules take static launches only.
-    pub fn static_only(&self) -> bool {
-        defines_static_only(&self.extra_options)
     }
 
     /// Produces PTX for the driver to compile at load, instead of CUBIN: for a GPU newer
@@ -156,11 +138,11 @@ impl Compiler {
         options
     }
 
-    /// Compiles a megakernel (in-process cache, then disk cache, then NVRTC). Returns the
-    /// image and whether NVRTC ran.
-    pub fn compile_kernel(&self, kernel: &Kernel) -> Result<(Arc<CompileOutput>, bool), Error> {
+    /// Compiles the module of a megakernel that runs `schedule` (in-process cache, then
+    /// disk cache, then NVRTC). Returns the image and whether NVRTC ran.
+    pub fn compile_kernel(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<(Arc<CompileOutput>, bool), Error> {
         dump_requested(kernel)?;
-        let source = kernel.cuda_source();
+        let source = kernel.cuda_source_for(schedule);
         self.compile_source(kernel.name(), &source).map_err(|e| match e {
             Error::Compile { log, .. } => Error::Compile {
                 kernel: kernel.name().to_string(),
@@ -305,7 +287,7 @@ fn cache_dir() -> Option<PathBuf> {
 /// asks, so that the dump works where NVRTC is absent.
 pub fn compile(kernel: &Kernel, arch: &str) -> Result<Arc<CompileOutput>, Error> {
     dump_requested(kernel)?;
-    Ok(Compiler::new(arch)?.compile_kernel(kernel)?.0)
+    Ok(Compiler::new(arch)?.compile_kernel(kernel, kernel.graph.schedule)?.0)
 }
 
 /// Writes `kernel`'s CUDA source to `dir` (created if needed) as one file per kernel,
@@ -338,18 +320,6 @@ fn dump_requested(kernel: &Kernel) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn static_only_is_read_from_the_define_in_either_spelling() {
-        let opts = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
-        for yes in ["-DET_STATIC_ONLY", "-DET_STATIC_ONLY=1", "-D ET_STATIC_ONLY", "-DET_GEMV_MMA_U=2 -DET_STATIC_ONLY"]
-        {
-            assert!(defines_static_only(&opts(yes)), "{yes}");
-        }
-        for no in ["", "-DET_STATIC_ONLYX", "-UET_STATIC_ONLY", "-DET_ATTN_NO_STREAM", "-D", "ET_STATIC_ONLY"] {
-            assert!(!defines_static_only(&opts(no)), "{no}");
-        }
-    }
 
     mod first {
         use et_core::prelude::*;

@@ -139,10 +139,12 @@ impl Cuda {
         self.upload(&Tensor::<T>::poisoned(shape))
     }
 
-    /// Compiles (or loads from a cache) and loads `kernel`; returns whether NVRTC ran.
-    pub fn load(&self, kernel: &Kernel) -> Result<bool, Error> {
+    /// Compiles (or loads from a cache) and loads `kernel`'s module for `schedule`, so
+    /// that its first launch with that schedule does not; returns whether NVRTC ran.
+    pub fn load(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool, Error> {
         let mut launcher = self.launcher()?;
-        modules::load(&mut launcher.modules, &self.ctx, &self.compiler, self.sms, kernel).map(|(_, compiled)| compiled)
+        modules::load(&mut launcher.modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)
+            .map(|(_, compiled)| compiled)
     }
 
     /// The launch state, or the fault that made this backend unusable.
@@ -296,17 +298,10 @@ impl Backend for Cuda {
         kernel.check_dtypes(args)?;
         check_no_alias(kernel, args)?;
         let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
-        if schedule == ScheduleKind::Dynamic && self.compiler.static_only() {
-            return Err(Error::Unavailable(format!(
-                "megakernel `{}`: ET_NVRTC_OPTIONS defines ET_STATIC_ONLY, which compiles the dynamic schedule \
-                 out of every module; launch it with the static schedule",
-                kernel.name()
-            )));
-        }
         self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
         let mut guard = self.launcher()?;
         let Launcher { modules, checked, states, status, start, end, fault } = &mut *guard;
-        let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel)?;
+        let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
         let launch = Launch {
             schedule,
             grid: options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid),

@@ -75,6 +75,6 @@ mod trace;
 
 pub use auto::{OnBackend, auto_backend};
 pub use availability::{driver_available, nvrtc_available};
-pub use compile::{CompileOutput, Compiler, defines_static_only, env_options};
+pub use compile::{CompileOutput, Compiler, env_options};
 pub use device::Cuda;
 pub use memory::{CudaTensor, CudaView, CudaViewMut};

@@ -1,5 +1,7 @@
-//! Loaded kernel modules, cached by what their CUDA source is made of and the CTA size (a
-//! backend's compiler fixes the architecture and the options). Keyed by content, not by
+//! Loaded kernel modules, cached by what their CUDA source is made of, the schedule it
+//! runs and the CTA size (a backend's compiler fixes the architecture and the options).
+//! A kernel launched with both schedules has two modules: each is compiled for its
+//! schedule alone (`Kernel::cuda_source_for`). Keyed by content, not by
 //! the kernel's address: kernels built at run time may share an address over time. The
 //! source itself is not built on a hit (that took 10 us a launch): its parts are compared,
 //! the ones a `'static` kernel shares with the cached key by address first. At most
@@ -11,7 +13,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
-use et_core::{Error, Kernel, TileOp};
+use et_core::{Error, Kernel, ScheduleKind, TileOp};
 
 use crate::cache::Lru;
 use crate::compile::{Compiler, ImageKind};
@@ -32,9 +34,10 @@ pub(crate) struct Loaded {
 }
 
 /// What a module's source is made of, beside the prelude that every kernel shares: the
-/// generated body, the op of each call and its arena bytes, and the sizes of the `EtArgs`
-/// declaration.
+/// schedule it runs, the generated body, the op of each call and its arena bytes, and the
+/// sizes of the `EtArgs` declaration.
 pub(crate) struct ModuleKey {
+    schedule: ScheduleKind,
     body: Cow<'static, str>,
     ops: &'static [TileOp],
     smem: &'static [usize],
@@ -43,9 +46,10 @@ pub(crate) struct ModuleKey {
 }
 
 impl ModuleKey {
-    fn of(kernel: &Kernel) -> ModuleKey {
+    fn of(kernel: &Kernel, schedule: ScheduleKind) -> ModuleKey {
         let g = &kernel.graph;
         ModuleKey {
+            schedule,
             body: kernel.cuda.body.clone(),
             ops: kernel.cuda.ops,
             smem: kernel.cuda.smem,
@@ -55,12 +59,20 @@ impl ModuleKey {
     }
 }
 
-impl PartialEq<Kernel> for ModuleKey {
-    fn eq(&self, k: &Kernel) -> bool {
+/// A kernel and the schedule of the launch that looks its module up.
+pub(crate) struct ModuleProbe<'k> {
+    kernel: &'k Kernel,
+    schedule: ScheduleKind,
+}
+
+impl PartialEq<ModuleProbe<'_>> for ModuleKey {
+    fn eq(&self, probe: &ModuleProbe<'_>) -> bool {
+        let k = probe.kernel;
         let same_text = |a: &str, b: &str| std::ptr::eq(a, b) || a == b;
         let same_op = |a: &TileOp, b: &TileOp| same_text(a.path, b.path) && same_text(a.cuda, b.cuda);
         let g = &k.graph;
-        self.block_threads == k.cuda.block_threads
+        self.schedule == probe.schedule
+            && self.block_threads == k.cuda.block_threads
             && self.smem == k.cuda.smem
             && self.args == [g.tensors.len(), g.dims.len(), g.events.len(), g.groups.len()]
             && (std::ptr::eq(self.ops, k.cuda.ops)
@@ -72,18 +84,19 @@ impl PartialEq<Kernel> for ModuleKey {
 /// The loaded modules of one backend.
 pub(crate) type ModuleCache = Lru<ModuleKey, Arc<Loaded>>;
 
-/// The module of `kernel`, compiled (or read from the compiler's caches) and loaded when
-/// it is not in `cache`; and whether NVRTC ran.
+/// The module of `kernel` for `schedule`, compiled (or read from the compiler's caches)
+/// and loaded when it is not in `cache`; and whether NVRTC ran.
 pub(crate) fn load(
     cache: &mut ModuleCache,
     ctx: &Arc<CudaContext>,
     compiler: &Compiler,
     sms: usize,
     kernel: &Kernel,
+    schedule: ScheduleKind,
 ) -> Result<(Arc<Loaded>, bool), Error> {
     let mut compiled = false;
-    let (loaded, _) = cache.get_or_try_insert(kernel, || {
-        let (out, ran) = compiler.compile_kernel(kernel)?;
+    let (loaded, _) = cache.get_or_try_insert(&ModuleProbe { kernel, schedule }, || {
+        let (out, ran) = compiler.compile_kernel(kernel, schedule)?;
         compiled = ran;
         let image = match out.kind {
             ImageKind::Cubin => Ptx::from_binary(out.image.clone()),
@@ -103,7 +116,7 @@ pub(crate) fn load(
             )));
         }
         let loaded = Loaded { _module: module, function, max_grid: per_sm * sms, smem_bytes };
-        Ok((ModuleKey::of(kernel), Arc::new(loaded)))
+        Ok((ModuleKey::of(kernel, schedule), Arc::new(loaded)))
     })?;
     Ok((loaded.clone(), compiled))
 }
@@ -133,17 +146,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_key_equals_its_kernel_and_not_a_kernel_with_other_source() {
+    fn a_key_equals_its_kernel_and_schedule_and_nothing_else() {
         let kernel = &splitk::split_row_sum::KERNEL;
-        let key = ModuleKey::of(kernel);
-        assert!(key == *kernel);
+        let probe = |kernel, schedule| ModuleProbe { kernel, schedule };
+        let key = ModuleKey::of(kernel, ScheduleKind::Static);
+        assert!(key == probe(kernel, ScheduleKind::Static));
+        assert!(key != probe(kernel, ScheduleKind::Dynamic), "the other schedule's module");
         let mut edited = kernel.clone();
         edited.cuda.body = Cow::Owned(format!("{}// edited\n", kernel.cuda.body));
-        assert!(key != edited, "another body");
-        assert!(ModuleKey::of(&edited) == edited, "an owned body compares by content");
+        assert!(key != probe(&edited, ScheduleKind::Static), "another body");
+        assert!(
+            ModuleKey::of(&edited, ScheduleKind::Dynamic) == probe(&edited, ScheduleKind::Dynamic),
+            "an owned body compares by content"
+        );
         let mut wider = kernel.clone();
         wider.cuda.block_threads *= 2;
-        assert!(key != wider, "another CTA size");
-        assert!(key != splitk::splitk_gemm::KERNEL, "another kernel");
+        assert!(key != probe(&wider, ScheduleKind::Static), "another CTA size");
+        assert!(key != probe(&splitk::splitk_gemm::KERNEL, ScheduleKind::Static), "another kernel");
     }
 }

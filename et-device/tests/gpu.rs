@@ -38,7 +38,7 @@ fn no_gpu_is_an_error_not_a_panic() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation() {
+fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation_per_schedule() {
     let cache = std::env::temp_dir().join(format!("et-gpu-cache-{}", std::process::id()));
     let gpu = gpu().with_cache_dir(Some(cache.clone()));
     let mut compilations = 0;
@@ -58,7 +58,7 @@ fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation() {
             assert!(err < 1e-2, "{mt}x{nt} tiles, {schedule:?}: relative error {err}");
         }
     }
-    assert_eq!(compilations, 1, "one kernel for every size");
+    assert_eq!(compilations, 2, "one module per schedule serves every size");
     std::fs::remove_dir_all(&cache).ok();
 }
 

@@ -51,7 +51,7 @@ fn the_disk_cache_serves_a_second_compiler() {
 fn the_ptx_route_produces_ptx_for_the_driver() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_ptx();
     let kernel = &splitk::splitk_gemm::KERNEL;
-    let (out, _) = compiler.compile_kernel(kernel).unwrap_or_else(|e| panic!("{e}"));
+    let (out, _) = compiler.compile_kernel(kernel, kernel.graph.schedule).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.kind, et_device::compile::ImageKind::Ptx);
     let text = String::from_utf8_lossy(&out.image);
     assert!(text.contains(".entry et_main"), "no entry point in the PTX");
@@ -77,7 +77,9 @@ fn a_c_layout_that_differs_from_the_rust_abi_fails_to_compile() {
 #[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
 fn the_chain_compiles_for_sm90a_with_bulk_copies_and_mbarriers() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_ptx();
-    let (out, _) = compiler.compile_kernel(&ui_tests::gemv_chain::gemv_chain::KERNEL).unwrap_or_else(|e| panic!("{e}"));
+    let (out, _) = compiler
+        .compile_kernel(&ui_tests::gemv_chain::gemv_chain::KERNEL, et_core::ScheduleKind::Static)
+        .unwrap_or_else(|e| panic!("{e}"));
     let ptx = String::from_utf8_lossy(&out.image);
     assert!(ptx.contains("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"), "no bulk copy");
     assert!(ptx.contains("mbarrier.try_wait.parity"), "no mbarrier wait");

@@ -38,7 +38,10 @@ mod broken {
 #[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
 fn a_generated_statement_that_fails_names_the_users_line() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
-    let err = compiler.compile_kernel(&broken::calls_misnamed::KERNEL).unwrap_err().to_string();
+    let err = compiler
+        .compile_kernel(&broken::calls_misnamed::KERNEL, et_core::ScheduleKind::Static)
+        .unwrap_err()
+        .to_string();
     let line = include_str!("nvrtc_errors.rs").lines().position(|l| l.contains("misnamed(x.tile")).unwrap() + 1;
     assert!(err.contains(&format!("et-device/tests/nvrtc_errors.rs({line})")), "{err}");
     assert!(err.contains("misnamed"), "{err}");
@@ -70,7 +73,10 @@ __device__ void broken(et::Tile<float, 1> t) {
 #[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
 fn an_error_inside_a_tile_op_names_the_ops_file_and_line() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
-    let err = compiler.compile_kernel(&broken_op::calls_broken::KERNEL).unwrap_err().to_string();
+    let err = compiler
+        .compile_kernel(&broken_op::calls_broken::KERNEL, et_core::ScheduleKind::Static)
+        .unwrap_err()
+        .to_string();
     let line =
         include_str!("nvrtc_errors.rs").lines().position(|l| l.contains("= not_declared_anywhere;")).unwrap() + 1;
     assert!(err.contains(&format!("et-device/tests/nvrtc_errors.rs({line})")), "{err}");

@@ -11,7 +11,8 @@ use ui_tests::symbolic_extents::{check, check_paired, paired_extents, symbolic_e
 fn the_symbolic_extent_kernels_compile_with_run_time_extents() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
     for kernel in [&symbolic_extents::KERNEL, &paired_extents::KERNEL] {
-        let (out, _) = compiler.compile_kernel(kernel).unwrap_or_else(|e| panic!("{}: {e}", kernel.name()));
+        let (out, _) =
+            compiler.compile_kernel(kernel, kernel.graph.schedule).unwrap_or_else(|e| panic!("{}: {e}", kernel.name()));
         assert!(out.image.starts_with(b"\x7fELF"), "{}: not an ELF cubin", kernel.name());
     }
     // the symbolic extent is -1 in the type and the dim's value in the extent array

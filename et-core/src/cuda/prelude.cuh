@@ -9,15 +9,14 @@
 #endif
 // Added to the pending counter of a task found inactive: no completion reaches its count.
 #define ET_INACTIVE_PENDING 0x40000000u
-// Whether a launch runs the dynamic schedule. ET_STATIC_ONLY (in ET_NVRTC_OPTIONS, for
-// side-by-side runs) compiles the dynamic schedule's code out, so that none of its
-// registers reach the static schedule's task code (RESULTS run 18: the warp-collective
-// consumer walk inlined at every signal made the static Llama step 18% slower at B = 32).
-// The host refuses dynamic launches of such a module; the device traps if one comes.
-#ifdef ET_STATIC_ONLY
-#define ET_DYNAMIC(rt) false
-#else
-#define ET_DYNAMIC(rt) ((rt).dynamic != 0)
+// Which schedule this module runs. The host compiles a module per schedule, and a
+// megakernel's source defines ET_SCHEDULE_DYNAMIC (0 or 1) ahead of everything, so that
+// none of one schedule's code and registers reach the other's task code (RESULTS run 18:
+// the dynamic schedule's warp-collective consumer walk, inlined at every signal, made the
+// static Llama step 18% slower at B = 32 while it was in the same module). Sources
+// without a megakernel (the baselines' kernel-per-operator ones) run neither schedule.
+#ifndef ET_SCHEDULE_DYNAMIC
+#define ET_SCHEDULE_DYNAMIC 0
 #endif
 
 namespace et {
@@ -490,7 +489,7 @@ struct Ctx {
     // round trip after another, and `signal_flush` judges them.
     __device__ void signal(SignalBatch& batch, long long element, unsigned int count, bool fresh = false) {
         const unsigned int e = (unsigned int)element;
-        if (!ET_DYNAMIC(rt)) {
+        if (!ET_SCHEDULE_DYNAMIC) {
             if (threadIdx.x == 0) red_release_add(rt.counters + e, 1u);
             return;
         }
@@ -510,7 +509,7 @@ struct Ctx {
     // Ends a signal statement (and a round of 32 signals): warp 0 walks the consumers of
     // every element its adds completed. Static: nothing to do.
     __device__ void signal_flush(SignalBatch& batch) {
-        if (!ET_DYNAMIC(rt) || threadIdx.x >= 32u || batch.n == 0u) return;
+        if (!ET_SCHEDULE_DYNAMIC || threadIdx.x >= 32u || batch.n == 0u) return;
         unsigned int completed = __ballot_sync(~0u, threadIdx.x < batch.n && batch.old + 1u == batch.target);
         batch.n = 0;
         // orders the completing lanes' acquires before every lane's pushes below
@@ -713,7 +712,7 @@ struct Ctx {
         __shared__ unsigned int s_batch;
         if (threadIdx.x == 0) {
             s_more = 0;
-            if (!ET_DYNAMIC(rt)) {
+            if (!ET_SCHEDULE_DYNAMIC) {
                 if (cursor < end) {
                     s_task = upcoming;
                     s_more = 1;
@@ -730,7 +729,7 @@ struct Ctx {
             }
         }
         __syncthreads();
-        if (ET_DYNAMIC(rt) && s_more && s_batch != 0u) push_batch(s_batch);
+        if (ET_SCHEDULE_DYNAMIC && s_more && s_batch != 0u) push_batch(s_batch);
         out = s_task;
         task = task_of(s_task);
         const int more = s_more;
@@ -783,10 +782,9 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* a
     __syncthreads();
     Ctx ctx(rt, args, &s_abort, n_groups, task_shift, group_first, group_domain, arena);
     unsigned int cursor = 0, end = 0, task = 0;
-#ifdef ET_STATIC_ONLY
-    if (rt.dynamic) __trap();
-#endif
-    if (!ET_DYNAMIC(rt) && threadIdx.x == 0) {
+    // the host launches a module with the schedule it was compiled for
+    if ((rt.dynamic != 0) != (ET_SCHEDULE_DYNAMIC != 0)) __trap();
+    if (!ET_SCHEDULE_DYNAMIC && threadIdx.x == 0) {
         cursor = __ldg(rt.queue_offsets + blockIdx.x);
         end = __ldg(rt.queue_offsets + blockIdx.x + 1);
         if (cursor < end) ctx.upcoming = __ldg(rt.queue_tasks + cursor);

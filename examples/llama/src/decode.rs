@@ -383,12 +383,12 @@ macro_rules! llama_8b {
 
 // Up to batch 8 the norms run inside the GEMV tasks (the rows fit the arena: a hop and a
 // stage less per norm); from 32 on as tasks of their own (the fused form would stream
-// each weight tile once per 8 rows). The attention pieces stream their rows pipelined
-// at 32, where each piece takes several steps per warp and the spare registers cover the
-// second step (at B = 8 those registers spilled, RESULTS run 17; 1b B = 32 2.438 against
-// 2.511 ms, run 18). At 64 the pipelined form was no faster inside the megakernel (4.955
-// against 4.918 ms, run 18: its spills grow most there), so it keeps the plain one. The
-// tiny config has both forms of each, so the CPU tests check every one against the
+// each weight tile once per 8 rows). Every stamp runs the plain attention pieces: the
+// pipelined form (`attention_rope_split_streamed`) was 3% faster at B = 32 while the
+// dynamic schedule's code shared the module (run 18), and 17% slower once each schedule
+// had a module of its own (2.640 against 3.169 ms, run 19; 8b follows the 1b figures
+// unmeasured); at 8 and 64 it never paid.
+// The tiny config has both forms of each, so the CPU tests check every one against the
 // reference.
 tiny!(decode_tiny_b1, B = 1, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
 tiny!(decode_tiny_b2, B = 2, attention = attention_rope_split_streamed, norms = tasks(norm1, norm2, final_norm_row));
@@ -399,7 +399,7 @@ llama_1b!(
     B = 32,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_streamed,
+    attention = attention_rope_split,
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_1b!(
@@ -417,7 +417,7 @@ llama_8b!(
     B = 32,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_streamed,
+    attention = attention_rope_split,
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_8b!(
