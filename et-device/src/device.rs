@@ -322,6 +322,11 @@ impl Backend for Cuda {
         if schedule == ScheduleKind::Dynamic {
             self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
         }
+        // a traced launch's words start at zero: a task that does not run in it (inactive
+        // under the dynamic schedule) must not show an earlier launch's times
+        if options.trace.is_some() {
+            self.stream.memset_zeros(&mut state.trace).map_err(device_err("clearing the trace"))?;
+        }
         // events whose signals per launch depend on the launch's data count from zero
         for range in &state.resets {
             let mut view = state.counters.slice_mut(range.clone());
