@@ -190,7 +190,8 @@ fn hop_traces(gpu: &Cuda, dir: &std::path::Path) -> Result<(), Box<dyn std::erro
     std::fs::create_dir_all(dir).map_err(|e| format!("--trace {}: {e}", dir.display()))?;
     let n = 1000;
     let anchor = gpu.upload(&Tensor::<f32>::zeros(&[n + 1]))?;
-    for (name, two) in [("early_chain", false), ("two_producer_hops", true)] {
+    // hop_chain has N + 1 tasks in a chain, two_producer_hops N steps
+    for (name, two, hops) in [("hop_chain", false, n + 1), ("two_producer_hops", true, n)] {
         let file = dir.join(format!("{name}.json"));
         let mut opts = LaunchOptions { schedule: Some(ScheduleKind::Dynamic), trace: None, ..Default::default() };
         let launch = |opts: &LaunchOptions| {
@@ -207,7 +208,7 @@ fn hop_traces(gpu: &Cuda, dir: &std::path::Path) -> Result<(), Box<dyn std::erro
         let summary = et_benches::trace_report::summarize(&text, None)?;
         println!(
             "\n{name}, dynamic, traced ({} us a step with the trace's stores): {}",
-            report.elapsed.as_secs_f64() * 1e6 / n as f64,
+            report.elapsed.as_secs_f64() * 1e6 / hops as f64,
             file.display()
         );
         print!("{}", et_benches::trace_report::table(&summary));

@@ -306,22 +306,31 @@ fn time_steps(warmup: usize, steps: usize, mut f: impl FnMut() -> Res<(Duration,
 impl Bench<'_> {
     /// One step of the megakernel and of the baseline at position 0 with a different token
     /// per sequence: their logits must agree within bf16 tolerance, or nothing is timed.
+    /// The megakernel's logits under each measured schedule (a module each) against the
+    /// baseline's, on the same tokens at position 0.
     fn cross_check(&self, config: &str, dec: &mut Decoder<'_, Cuda>, bl: &mut Baseline) -> Res<()> {
         let vocab = self.weights.config.vocab_size;
         let ids: Vec<u32> = (0..self.batch).map(|b| ((1 + 7919 * b) % vocab) as u32).collect();
         let at = vec![0; self.batch];
         let want = bl.step(Mode::Graph, &ids, &at, true)?.logits.ok_or("the baseline returned no logits")?;
-        let got =
-            dec.step(&ids, &at, true).map_err(|e| e.to_string())?.logits.ok_or("the decoder returned no logits")?;
         let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
-        let err = got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
-        if err.is_nan() || err > 1e-2 {
-            return Err(format!(
-                "{config} B = {}: the megakernel's logits differ from the baseline's by {err:.3e} of the largest",
+        for &schedule in self.schedules {
+            dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
+            let got =
+                dec.step(&ids, &at, true).map_err(|e| e.to_string())?.logits.ok_or("the decoder returned no logits")?;
+            let err = got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
+            if err.is_nan() || err > 1e-2 {
+                return Err(format!(
+                    "{config} B = {} ({schedule:?}): the megakernel's logits differ from the baseline's by {err:.3e} \
+                     of the largest",
+                    self.batch
+                ));
+            }
+            println!(
+                "  {config} B = {} ({schedule:?}): megakernel and baseline logits agree within {err:.1e} of the largest",
                 self.batch
-            ));
+            );
         }
-        println!("  {config} B = {}: megakernel and baseline logits agree within {err:.1e} of the largest", self.batch);
         Ok(())
     }
 

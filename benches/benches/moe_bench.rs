@@ -274,13 +274,14 @@ impl Bench<'_> {
                 bl.run(mode)?;
                 outputs.push((variant, bl.output()?));
             }
-            // the figures are of the same computation: every variant against the static megakernel
+            // the figures are of the same computation: every variant against the first one measured
             for (variant, out) in &outputs[1..] {
                 let (routing, err) = agreement(out, &outputs[0].1);
                 if !routing || err > 2e-2 {
                     return Err(format!(
-                        "T = {t} skew {skew}: {variant} disagrees with the static megakernel (same routing: \
-                         {routing}, max error {err:.3e} of the largest output)"
+                        "T = {t} skew {skew}: {variant} disagrees with the {} (same routing: {routing}, max error \
+                         {err:.3e} of the largest output)",
+                        outputs[0].0
                     ));
                 }
             }

@@ -8,10 +8,12 @@
 //!
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1,Llama1bB64
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB64 --per-group --no-baseline
+//!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1 --schedules static,dynamic
 //!     ET_NVRTC_OPTIONS=-DET_GEMV_MMA_U=2 cargo bench -p et-benches --bench ptxas_report
 
 use clap::Parser;
 use et_benches::llama_baseline::{shape::Shape, source};
+use et_core::ScheduleKind;
 use llama::Stamp;
 
 /// ptxas's registers and spills of the Llama megakernels and their baseline stages.
@@ -20,6 +22,10 @@ struct Args {
     /// Stamps to compile (comma-separated `Stamp` names, e.g. `Llama1bB64`; default: all).
     #[arg(long, value_delimiter = ',')]
     stamps: Vec<String>,
+    /// The schedules whose modules to compile (comma-separated: static, dynamic): each has
+    /// a register allocation of its own.
+    #[arg(long, value_delimiter = ',', value_parser = et_benches::parse_schedule, default_value = "static")]
+    schedules: Vec<ScheduleKind>,
     /// Skip the kernel-per-operator baseline's stages.
     #[arg(long)]
     no_baseline: bool,
@@ -60,8 +66,7 @@ fn group_of(line: &str) -> Option<usize> {
 fn main() -> Result<(), String> {
     let args = Args::parse();
     // ET_NVRTC_OPTIONS (for -D tunables) still applies: -v is added to it
-    let mut options: Vec<String> =
-        std::env::var("ET_NVRTC_OPTIONS").unwrap_or_default().split_whitespace().map(String::from).collect();
+    let mut options = et_device::env_options();
     options.push("--ptxas-options=-v".into());
     let compiler =
         et_device::Compiler::new("sm_90a").map_err(|e| e.to_string())?.with_cache_dir(None).with_extra_options(options);
@@ -71,18 +76,23 @@ fn main() -> Result<(), String> {
         }
         let k = stamp.kernel();
         let groups: Vec<&str> = k.graph.groups.iter().map(|g| &*g.name).collect();
-        let (out, _) = compiler.compile_source(k.name(), &k.cuda_source()).map_err(|e| e.to_string())?;
-        println!("=== megakernel {stamp:?} ({})\n{}", k.name(), report(&out.log, &groups));
-        if args.per_group {
-            let inlined = "__device__ __forceinline__ void et_group_";
-            let src = k.cuda_source();
-            if !src.contains(inlined) {
-                return Err("the generated CUDA no longer declares `et_group_N` as force-inlined functions".into());
+        for &schedule in &args.schedules {
+            let src = k.cuda_source_for(schedule);
+            let (out, _) = compiler.compile_source(k.name(), &src).map_err(|e| e.to_string())?;
+            println!("=== megakernel {stamp:?} ({}), {schedule:?} module\n{}", k.name(), report(&out.log, &groups));
+            if args.per_group {
+                let inlined = "__device__ __forceinline__ void et_group_";
+                if !src.contains(inlined) {
+                    return Err("the generated CUDA no longer declares `et_group_N` as force-inlined functions".into());
+                }
+                let separate = src.replace(inlined, "__device__ __noinline__ void et_group_");
+                let name = format!("{}_per_group", k.name());
+                let (out, _) = compiler.compile_source(&name, &separate).map_err(|e| e.to_string())?;
+                println!(
+                    "=== megakernel {stamp:?}, {schedule:?} module, groups as separate functions\n{}",
+                    report(&out.log, &groups)
+                );
             }
-            let separate = src.replace(inlined, "__device__ __noinline__ void et_group_");
-            let (out, _) =
-                compiler.compile_source(&format!("{}_per_group", k.name()), &separate).map_err(|e| e.to_string())?;
-            println!("=== megakernel {stamp:?}, groups as separate functions\n{}", report(&out.log, &groups));
         }
         if args.no_baseline {
             continue;

@@ -53,7 +53,8 @@ pub const DEFAULT_THREADS: u32 = 512;
 /// protocol); [`cuda_prelude`] puts the ABI's declarations in front of it.
 const PRELUDE_CODE: &str = include_str!("cuda/prelude.cuh");
 
-/// What every kernel's translation unit starts with: the declarations of the kernel ABI
+/// What every kernel's translation unit holds after its schedule's `#define`
+/// ([`Kernel::cuda_source_for`]): the declarations of the kernel ABI
 /// ([`crate::abi::c_declarations`]) and the runtime prelude.
 pub fn cuda_prelude() -> String {
     let mut s = crate::abi::c_declarations();

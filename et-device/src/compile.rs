@@ -147,7 +147,8 @@ impl Compiler {
             Error::Compile { log, .. } => Error::Compile {
                 kernel: kernel.name().to_string(),
                 log: format!(
-                    "{log}\n(the generated source is `{}::KERNEL.cuda_source()`; set ET_DUMP_CUDA=dir to write it out)",
+                    "{log}\n(the generated source is `{}::KERNEL.cuda_source_for(ScheduleKind::{schedule:?})`; set \
+                     ET_DUMP_CUDA=dir to write out the declared schedule's, which differs in its first line only)",
                     kernel.module_path
                 ),
             },

@@ -4,7 +4,7 @@
 //!   persistent cooperative launch of one CTA per SM, static per-SM queues or the device
 //!   ready queue, event counters that need no reset between launches (monotonic epochs),
 //!   a watchdog that turns a stuck wait into an error naming the task and element, and
-//!   Chrome/Perfetto traces of every task.
+//!   Chrome/Perfetto traces of every task that ran.
 //! - [`compile`] turns a megakernel's CUDA source into a CUBIN with NVRTC, caching it on
 //!   disk (`ET_CACHE_DIR`, else the user's cache directory) and in the process. It needs
 //!   libnvrtc but no GPU, so CI compiles every kernel (`tests/nvrtc_compile.rs`).

@@ -1,6 +1,6 @@
 //! The CUDA backend on a real GPU (ignored where there is none): results equal the CPU
-//! reference, one compilation serves every size, the watchdog turns a bad dependency into
-//! an error, traces list every task.
+//! reference, one compilation per schedule serves every size, the watchdog turns a bad
+//! dependency into an error, traces list every task that ran.
 
 use std::time::{Duration, Instant};
 

@@ -2,29 +2,34 @@
 //! to sm_90 CUBIN with the real NVRTC. Needs libnvrtc but no GPU: `scripts/test`
 //! installs NVRTC and runs this test explicitly, so CI never skips it.
 
+use et_core::ScheduleKind;
 use splitk as _;
 use ui_tests as _;
 
 #[test]
 #[ignore = "needs NVRTC: scripts/test installs it and runs these tests with --ignored"]
-fn every_registered_kernel_compiles_to_sm90_cubin() {
+fn every_registered_kernel_compiles_to_sm90_cubin_for_each_schedule() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}"));
     let kernels = et_core::registered_kernels();
     assert!(kernels.len() >= 8, "expected the splitk and ui kernels, found {}", kernels.len());
     let mut failures = Vec::new();
     for k in kernels.iter().map(|e| e.kernel) {
-        match compiler.compile_source(k.name(), &k.cuda_source()) {
-            Ok((out, _)) => {
-                assert_eq!(out.kind, et_device::compile::ImageKind::Cubin, "{}", k.name());
-                assert!(out.image.starts_with(b"\x7fELF"), "{}: not an ELF cubin", k.name());
-                println!(
-                    "{:<24} {:>8} bytes{}",
-                    k.name(),
-                    out.image.len(),
-                    if out.log.is_empty() { String::new() } else { format!("  log: {}", out.log) }
-                );
+        // a backend compiles a module per schedule it launches: both must build
+        for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+            match compiler.compile_kernel(k, schedule) {
+                Ok((out, _)) => {
+                    assert_eq!(out.kind, et_device::compile::ImageKind::Cubin, "{}", k.name());
+                    assert!(out.image.starts_with(b"\x7fELF"), "{} ({schedule:?}): not an ELF cubin", k.name());
+                    println!(
+                        "{:<24} {:<8} {:>8} bytes{}",
+                        k.name(),
+                        format!("{schedule:?}"),
+                        out.image.len(),
+                        if out.log.is_empty() { String::new() } else { format!("  log: {}", out.log) }
+                    );
+                }
+                Err(e) => failures.push(format!("{} ({schedule:?}): {e}", k.name())),
             }
-            Err(e) => failures.push(format!("{}: {e}", k.name())),
         }
     }
     assert!(failures.is_empty(), "kernels that failed to compile:\n{}", failures.join("\n"));
@@ -78,7 +83,7 @@ fn a_c_layout_that_differs_from_the_rust_abi_fails_to_compile() {
 fn the_chain_compiles_for_sm90a_with_bulk_copies_and_mbarriers() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_ptx();
     let (out, _) = compiler
-        .compile_kernel(&ui_tests::gemv_chain::gemv_chain::KERNEL, et_core::ScheduleKind::Static)
+        .compile_kernel(&ui_tests::gemv_chain::gemv_chain::KERNEL, ScheduleKind::Static)
         .unwrap_or_else(|e| panic!("{e}"));
     let ptx = String::from_utf8_lossy(&out.image);
     assert!(ptx.contains("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"), "no bulk copy");

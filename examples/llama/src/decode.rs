@@ -51,7 +51,8 @@ use et_core::prelude::*;
 /// `norms = tasks(norm1, norm2, final)` runs the three norms as tile groups of those names;
 /// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
 /// `attention` is the op of the attention pieces: `attention_rope_split`, or
-/// `attention_rope_split_streamed` where the pieces are long and the registers allow.
+/// `attention_rope_split_streamed` (the next rows in flight, for long pieces where the
+/// registers allow; no Llama stamp gains from it now, RESULTS run 19).
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
 /// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
@@ -385,7 +386,7 @@ macro_rules! llama_8b {
 // stage less per norm); from 32 on as tasks of their own (the fused form would stream
 // each weight tile once per 8 rows). Every stamp runs the plain attention pieces: the
 // pipelined form (`attention_rope_split_streamed`) was 3% faster at B = 32 while the
-// dynamic schedule's code shared the module (run 18), and 17% slower once each schedule
+// dynamic schedule's code shared the module (run 18), and 20% slower once each schedule
 // had a module of its own (2.640 against 3.169 ms, run 19; 8b follows the 1b figures
 // unmeasured); at 8 and 64 it never paid.
 // The tiny config has both forms of each, so the CPU tests check every one against the

@@ -196,7 +196,7 @@ impl Layout {
 }
 
 /// Token counts to test and benchmark a shape at (the megakernel takes any count from 1
-/// to its [`Layout::max_tokens`]; one compilation serves them all).
+/// to its [`Layout::max_tokens`]; one compilation per schedule serves them all).
 pub fn stamped_tokens(config: &MoeConfig) -> &'static [usize] {
     if *config == MoeConfig::QWEN3_MOE {
         &[1, 16, 128, 1024]
@@ -207,7 +207,7 @@ pub fn stamped_tokens(config: &MoeConfig) -> &'static [usize] {
     }
 }
 
-/// The layer's megakernel on a backend for one token count (any, one compilation): weights and scratch uploaded
+/// The layer's megakernel on a backend for one token count (any, one compilation per schedule): weights and scratch uploaded
 /// once, one launch per [`MegaLayer::forward`]. The host never reads routing data during
 /// a launch; `forward` downloads it afterwards for the check against the reference.
 pub struct MegaLayer<'b, Bk: Backend> {

@@ -448,9 +448,10 @@ __device__ void attention_rope_split_streamed(QKV qkv, P pos, CS cs, long long p
 "#);
     /// [`attention_rope_split`] for long pieces: the same values, with each warp's next
     /// rows of the cache in flight while it computes the current ones (two steps of rows in
-    /// registers). Faster where a piece takes several steps and the megakernel has the
-    /// registers to spare (the Llama step at B = 32); at small batches the plain op is
-    /// faster (RESULTS run 17), and at B = 64 it was no faster inside the megakernel (run 18).
+    /// registers). It pays only where a piece takes several steps and the kernel has the
+    /// registers to spare: the Llama step at B = 32 gained 3% with it while both schedules
+    /// shared a module (RESULTS run 18) and lost 20% in the static schedule's own module
+    /// (run 19); at small batches the plain op is faster (run 17), at B = 64 no faster.
     attention_rope_split_streamed
 }
 
