@@ -388,6 +388,7 @@ struct Ctx {
     const unsigned int* group_domain; // n_groups * ET_MAX_RANK (parameter space)
     unsigned int upcoming;            // thread 0, static: the next queue entry, loaded one task ahead
     unsigned long long local_next;    // thread 0, dynamic: a released task this CTA runs next (0: none)
+    bool released;                    // dynamic: the running task was released by its last completion
     int task_shift;                   // a queue entry is `group << task_shift | task`
     unsigned char* arena;             // the dynamic shared-memory arena, 128-byte aligned
     const void* args;                 // the kernel's EtArgs (parameter space), for task_active
@@ -395,7 +396,7 @@ struct Ctx {
     __device__ Ctx(const Runtime& r, const void* kernel_args, int* abort_smem, int groups, int shift,
                    const unsigned int* first, const unsigned int* domain, unsigned char* smem)
         : rt(r), task(0), s_abort(abort_smem), n_groups(groups), group_first(first), group_domain(domain), upcoming(0),
-          local_next(0), task_shift(shift), arena(smem), args(kernel_args) {}
+          local_next(0), released(false), task_shift(shift), arena(smem), args(kernel_args) {}
 
     // The CTA's shared-memory arena (128-byte aligned): as many bytes as the largest
     // `smem` an op call of this megakernel declares. Ops that declare `smem` get it as
@@ -458,7 +459,14 @@ struct Ctx {
     // elements spread over the CTA's threads, then ends with one `wait_done`.
     // `fresh`: the event's counters were zeroed before this launch (its signals per launch
     // depend on data: GraphSpec::resets_per_launch), so its target is the count itself.
+    // A task released by the completion of its last waited element (`released`) polls
+    // nothing: its pending counter reached its count through acq_rel adds after every one
+    // of its elements completed (a wait! is never indexed by routing data, so the consumer
+    // tables hold all of them), and the add, the ring's release/acquire or the local slot,
+    // and the barrier in `next` carry that to the whole CTA; the wait statement's barrier
+    // still runs.
     __device__ __forceinline__ bool poll(long long element, unsigned int count, bool fresh = false) {
+        if (ET_SCHEDULE_DYNAMIC && released) return true;
         const unsigned int e = (unsigned int)element;
         const unsigned int target = target_of(e, count);
         return spin_until(rt.counters + e, (fresh ? 1u : rt.epoch) * target, e, target);
@@ -567,6 +575,10 @@ struct Ctx {
     __device__ __forceinline__ static unsigned long long slot_value(unsigned int entry, unsigned int batch) {
         return ((unsigned long long)batch << 32) | (unsigned long long)(entry + 1u);
     }
+    // The high word's top bit of a slot value: the task was released by its last completion
+    // (pushed or kept by `complete`), so its waits hold (see `poll`). Batches number far
+    // fewer than 2^31.
+    static constexpr unsigned long long RELEASED = 1ull << 63;
 
     // Warp 0: an element completed; release its consumers[begin, end) that became ready,
     // 32 at a time, one consumer per lane. A consumer whose guard this element is (c.w != 0:
@@ -606,11 +618,11 @@ struct Ctx {
             if (kept != 0u) {
                 const int src = __ffs(kept) - 1;
                 const unsigned int entry = __shfl_sync(~0u, c.x, src), batch = __shfl_sync(~0u, c.z, src);
-                if (lane == 0u) local_next = slot_value(entry, batch);
+                if (lane == 0u) local_next = slot_value(entry, batch) | RELEASED;
             }
             if ((pushed >> lane) & 1u) {
                 const unsigned int rank = __popc(pushed & ((1u << lane) - 1u));
-                st_release_u64(ready_slots() + slot + rank, slot_value(c.x, c.z));
+                st_release_u64(ready_slots() + slot + rank, slot_value(c.x, c.z) | RELEASED);
             }
         }
     }
@@ -729,7 +741,11 @@ struct Ctx {
             }
         }
         __syncthreads();
-        if (ET_SCHEDULE_DYNAMIC && s_more && s_batch != 0u) push_batch(s_batch);
+        if (ET_SCHEDULE_DYNAMIC) {
+            const unsigned int batch = s_batch & 0x7fffffffu;
+            released = (s_batch >> 31) != 0u;
+            if (s_more && batch != 0u) push_batch(batch);
+        }
         out = s_task;
         task = task_of(s_task);
         const int more = s_more;
