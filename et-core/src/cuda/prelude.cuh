@@ -214,6 +214,23 @@ __device__ __forceinline__ void bulk_load(void* dst_smem, const void* src_global
                  : "memory");
 }
 
+// Copies 16 bytes from global to shared memory asynchronously (cp.async: per thread,
+// through L2, no registers held), of which the first `bytes` are read and the rest
+// zeroed (0: nothing is read; `src_global` must still be a valid address). Completion is
+// per thread, in groups: `cp_async_commit` closes the thread's group of copies so far,
+// `cp_async_wait<N>` waits until at most N of its groups are pending, after which the
+// thread sees its own copies (other threads need a barrier as well).
+__device__ __forceinline__ void cp_async16(void* dst_smem, const void* src_global, unsigned int bytes) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(smem_addr(dst_smem)), "l"(src_global),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // The bytes of dynamic shared memory the launch gave this CTA.
 __device__ __forceinline__ unsigned int dynamic_smem_bytes() {
     unsigned int b;

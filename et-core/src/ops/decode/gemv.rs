@@ -112,12 +112,25 @@ pub const fn partial_bytes(w: &[usize], x: &[usize], mats: usize) -> usize {
     }
 }
 
+/// The `k` steps of weight fragments in flight per warp on the tensor-core path above
+/// batch 16, through a ring in the arena (`cp.async`, no registers: the accumulators of
+/// eight 8-row batch pieces leave too few to hold more than one step in flight).
+pub const RING_STEPS: usize = 4;
+/// One ring slot of one warp: a 32-wide `k` step of its 16 weight rows (1 KB).
+const RING_SLOT_BYTES: usize = 32 * GROUP_ROWS * 2;
+
+/// The weight ring's bytes for a batch of `batch` (none up to 16: the registers hold the
+/// steps in flight there).
+pub const fn ring_bytes(batch: usize) -> usize {
+    if batch > 16 { PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES } else { 0 }
+}
+
 /// The arena bytes of a GEMV call: the prefetch record ([`PREFETCH_RECORD`]), then the
 /// partial sums ([`partial_bytes`]), which start after the prefetched rows when there
-/// are some.
+/// are some, then the weight ring above batch 16 ([`ring_bytes`]).
 pub const fn arena_bytes(w: &[usize], x: &[usize], mats: usize) -> usize {
     match (w, x) {
-        (&[_, _], &[_, _]) => PREFETCH_RECORD + partial_bytes(w, x, mats),
+        (&[_, _], &[batch, _]) => PREFETCH_RECORD + partial_bytes(w, x, mats) + ring_bytes(batch),
         _ => 0,
     }
 }
@@ -187,6 +200,13 @@ macro_rules! matvec_cuda {
 #endif
 #ifndef ET_GEMV_MMA_U
 #define ET_GEMV_MMA_U 4
+#endif
+// Above batch 16 the tensor-core path streams the weights through a ring in the arena
+// instead: ET_GEMV_RING k steps of a warp's 16 rows in flight by cp.async (`RING_STEPS`
+// in gemv.rs sizes the arena for 4; a ring the arena cannot hold falls back to the
+// registers). 0 keeps the weights in registers, for side-by-side runs.
+#ifndef ET_GEMV_RING
+#define ET_GEMV_RING 4
 #endif
 // The CUDA-core path's loads in flight on tiles of at least 512 Ki weights (the LM head's
 // 256 x 2048 and larger), where a task streams long enough for more to pay.
@@ -400,6 +420,60 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
     }
 }
 
+// matvec_unit's k loop with the weights streamed through this warp's ring in the arena:
+// R slots of 1 KB, slot i % R holding step i's pieces lane by lane (row0's 32, then
+// row1's), copied by cp.async R - 1 steps ahead, so that R steps are in flight while only
+// one is in registers. A step's x fragments are loaded before the wait for its weights,
+// so the two latencies overlap. Rows taking 16-byte loads only (FAST).
+template <int NBM, int R, bool XS>
+__device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::bf16* row0, const et::bf16* row1,
+                                                 bool ok0, bool ok1, const et::bf16* x, long long xs0, long long xs1,
+                                                 int B, int K, int k_lo, int k_hi, uint4* ring) {
+    static_assert(R >= 2, "the weight ring needs two slots");
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int steps = (k_hi - k_lo + 31) / 32;
+    const auto issue = [&](int i) {
+        if (i < steps) {
+            const int kk = k_lo + 32 * i + 8 * t;
+            uint4* slot = ring + (i % R) * 64;
+            // past the rows or past k: zeros, nothing read
+            const bool in0 = ok0 && kk < K, in1 = ok1 && kk < K;
+            et::cp_async16(slot + lane, in0 ? row0 + kk : row0, in0 ? 16u : 0u);
+            et::cp_async16(slot + 32 + lane, in1 ? row1 + kk : row1, in1 ? 16u : 0u);
+        }
+        // an empty group past the last step keeps the count of pending groups exact
+        et::cp_async_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < R - 1; ++i) issue(i);
+#pragma unroll 1
+    for (int i = 0; i < steps; ++i) {
+        // into the slot that step i - 1's mmas have read (their registers were consumed)
+        issue(i + R - 1);
+        const int kk = k_lo + 32 * i + 8 * t;
+        uint4 xv[NBM];
+#pragma unroll
+        for (int nb = 0; nb < NBM; ++nb) {
+            const int b = nb * 8 + g;
+            xv[nb] = b >= B ? zero
+                     : XS   ? xload<true>(x + b * xs0, kk, K, xs1, true)
+                            : matvec_load<true, false>(x + b * xs0, kk, K, xs1);
+        }
+        et::cp_async_wait<R - 1>();
+        const uint4* slot = ring + (i % R) * 64;
+        const uint4 a0 = slot[lane], a1 = slot[32 + lane];
+#pragma unroll
+        for (int nb = 0; nb < NBM; ++nb) {
+            if (nb * 8 >= B) break;
+            mma_bf16(c[nb], a0.x, a1.x, a0.y, a1.y, xv[nb].x, xv[nb].y);
+            mma_bf16(c[nb], a0.z, a1.z, a0.w, a1.w, xv[nb].z, xv[nb].w);
+        }
+    }
+    // the ring is reused by the warp's next unit (and by later ops): nothing may land late
+    et::cp_async_wait<0>();
+}
+
 // acc_j[b, n] = sum_k x[b, k] w_j[n, k] for NW weight tiles w_j (same shape), n < N, b < B
 // <= 8 * NBM, k < K; calls epi(b, n, acc_0, acc_1) once per output (acc_1 = 0 when NW =
 // 1). `vec`: every row of x and of the w_j takes 16-byte loads. `part`: the arena.
@@ -412,11 +486,14 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
 // The first P rows of each w_j may be in the arena (`sw[j]`, rows `srs` apart, landing on
 // the mbarrier `bar`; P is N or a multiple of 16): a round's units read the others from
 // global memory first, so that the stream starts at once, and the prefetched groups last.
+// `ring` (null: none): the weight rings of the warps, ET_GEMV_RING KB each (no prefetched
+// rows then).
 template <int NW, int NBM, bool XS, class E>
 __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                            const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
                                            long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
-                                           long long xs1, int B, int N, int K, bool vec, float* part, E& epi) {
+                                           long long xs1, int B, int N, int K, bool vec, float* part, uint4* ring,
+                                           E& epi) {
     // four steps in flight (eight 16-byte loads a lane, 64 KB an SM) while the fragments
     // and accumulators leave room; one at batches above 16, whose accumulators and B
     // fragments fill the registers: inside a megakernel two steps made ptxas spill the
@@ -453,7 +530,11 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
                 for (int i = 0; i < 4; ++i) c[nb][i] = 0.0f;
             // 16-byte loads with a predicate when every piece is inside or past the rows
             // (k a multiple of 8); otherwise the element loads, one step at a time
-            if (vec && K % 8 == 0)
+            constexpr int RING = ET_GEMV_RING >= 2 ? ET_GEMV_RING : 2;
+            if (ET_GEMV_RING >= 2 && ring && vec && K % 8 == 0)
+                matvec_unit_ring<NBM, RING, XS>(c, row0, row1, ok0, ok1, x, xs0, xs1, B, K, k_lo, k_hi,
+                                                ring + warp * RING * 64);
+            else if (vec && K % 8 == 0)
                 matvec_unit<NBM, U, true, XS>(c, row0, row1, ok0, ok1, shared, cs, x, xs0, xs1, B, K, k_lo, k_hi);
             else
                 matvec_unit<NBM, 1, false, XS>(c, row0, row1, ok0, ok1, false, cs, x, xs0, xs1, B, K, k_lo, k_hi);
@@ -591,6 +672,13 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
     unsigned long long* bar = P > 0 ? &pf->bar : nullptr;
     const long long srs = prefetched ? pf->row_bytes / 2 : 0;
     float* part = reinterpret_cast<float*>(smem + (P > 0 ? pf->end : 128u));
+    // the weight rings after the partial sums, above batch 16 where the arena holds them
+    uint4* ring = nullptr;
+    if (NBM > 2 && !XS && ET_GEMV_RING >= 2 && P == 0) {
+        const unsigned int at = 128u + matvec_partial_bytes(N, K, batch, NW);
+        if (at + (blockDim.x >> 5) * ET_GEMV_RING * 1024u <= et::arena_capacity())
+            ring = reinterpret_cast<uint4*>(smem + at);
+    }
     if (batch >= 1 && N >= 1) {
         if constexpr (SB == 1) {
             matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
@@ -598,7 +686,7 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
             if (SB == -1 && batch == 1)
                 matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
             else
-                matvec_mma<NW, NBM, XS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, epi);
+                matvec_mma<NW, NBM, XS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, ring, epi);
         }
     }
     // every warp is done with the copies (those that read some waited for all of them):
@@ -895,7 +983,7 @@ mod tests {
                         assert!(bytes <= ARENA_CAP, "{what}: {bytes} bytes");
                         let sums = if batch > 1 { mats * p.splits * batch * p.row_stride * 4 } else { 0 };
                         assert_eq!(bytes, sums, "{what}");
-                        assert_eq!(arena_bytes(&[rows, k], &[batch, k], mats), PREFETCH_RECORD + bytes);
+                        assert_eq!(arena_bytes(&[rows, k], &[batch, k], mats), PREFETCH_RECORD + bytes + ring_bytes(batch));
                     }
                 }
             }
@@ -912,6 +1000,9 @@ mod tests {
         assert_eq!(matvec_split::smem(&[w, x, &[1, 16, 72]]), one);
         assert_eq!(matvec_silu::smem(&[w, w, x, &[16, 72]]), arena_bytes(w, x, 2));
         const { assert!(matvec::OP.uses_smem && matvec_silu::OP.uses_smem && matvec_split::OP.uses_smem) };
+        // above batch 16 the weight ring follows the partial sums: 16 warps of 4 KB
+        assert_eq!(ring_bytes(16), 0);
+        assert_eq!(arena_bytes(w, &[17, 4104], 1), PREFETCH_RECORD + partial_bytes(w, &[17, 4104], 1) + 64 * 1024);
         // extents of the wrong rank (a contract error elsewhere) declare nothing
         assert_eq!(arena_bytes(&[72], x, 1), 0);
         assert_eq!(matvec_prefetch::smem(&[w, &[]]), prefetch_bytes(w, 1));
