@@ -47,6 +47,9 @@ struct Args {
     /// Run only these sections (comma-separated): bw, gemv, norm, rope, attn, chain.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// The GEMV section measures only these batch sizes (comma-separated; all by default).
+    #[arg(long, value_delimiter = ',')]
+    batches: Vec<usize>,
     /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
     #[arg(long, hide = true)]
     bench: bool,
@@ -187,9 +190,9 @@ fn run() -> Res<bool> {
     let t0 = std::time::Instant::now();
     bandwidth(&gpu, &mut out)?;
     let mut ok = true;
-    type Section = fn(&Cuda, &mut Out) -> Res<()>;
-    let sections: [(&str, Section); 5] =
-        [("gemv", gemv_all), ("norm", norm_all), ("rope", rope_all), ("attn", attn_all), ("chain", chain_all)];
+    let gemv = |gpu: &Cuda, out: &mut Out| gemv_all(gpu, out, &args.batches);
+    let sections: [(&str, &dyn Fn(&Cuda, &mut Out) -> Res<()>); 5] =
+        [("gemv", &gemv), ("norm", &norm_all), ("rope", &rope_all), ("attn", &attn_all), ("chain", &chain_all)];
     for (name, f) in sections {
         if !wanted(name) {
             continue;
@@ -571,7 +574,7 @@ macro_rules! splitk {
     };
 }
 
-fn gemv_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
+fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
     let tasks = |nt: usize, rt: usize| format!("{nt} rows x {rt} tasks");
     let split = |nt: usize, rt: usize, s: usize, ks: usize| format!("{nt}x{ks} x {} + reduce {}", rt * s, rt * 8);
     // (op, N, K, kernels at B = 1, 8, 16, 64 as (batch, kind, tile, launch)), pool per shape
@@ -639,6 +642,9 @@ fn gemv_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
     for (si, (op, n, k, mats, entries)) in shapes.into_iter().enumerate() {
         let pool = gemv_pool(gpu, n, k, mats, 10 + 10 * si as u64)?;
         for (ei, (batch, kind, tile, launch)) in entries.into_iter().enumerate() {
+            if !batches.is_empty() && !batches.contains(&batch) {
+                continue;
+            }
             let label = match kind {
                 Kind::SplitK(_) => op.replace("(matvec)", "(split-K)"),
                 _ => op.to_string(),

@@ -147,12 +147,13 @@ const PREFETCH_LIMIT: usize = 200 * 1024;
 const PREFETCH_ROW_PAD: usize = 64;
 
 /// The rows of each of `mats` `[rows, k]` weight tiles a prefetch copies into an arena of
-/// `capacity` bytes beside the partial sums of a batch of `batch`: as many as fit (a
+/// `capacity` bytes beside the partial sums and the weight ring of a batch of `batch`
+/// (the rows not copied stream through the ring): as many as fit (a
 /// multiple of 16 when not all fit and the batch takes the tensor cores, whose units are
 /// 16 rows), none when a row is not whole 16-byte lines (the bulk copies need them). The
 /// CUDA of [`matvec_prefetch`] computes the same with the launch's arena.
 pub const fn prefetch_rows(rows: usize, k: usize, batch: usize, mats: usize, capacity: usize) -> usize {
-    let partials = partial_bytes(&[rows, k], &[batch, k], mats);
+    let partials = partial_bytes(&[rows, k], &[batch, k], mats) + ring_bytes(batch);
     let row = 2 * k + PREFETCH_ROW_PAD;
     let mats = if mats > 0 { mats } else { 1 };
     if k == 0 || !(2 * k).is_multiple_of(16) || capacity < PREFETCH_RECORD + partials {
@@ -207,6 +208,13 @@ macro_rules! matvec_cuda {
 // registers). 0 keeps the weights in registers, for side-by-side runs.
 #ifndef ET_GEMV_RING
 #define ET_GEMV_RING 4
+#endif
+// How the ring's k loop hides x's latency, for side-by-side runs: 0 not at all (a step's
+// x loads are issued before the wait for its weights), 1 the next step's x fragments are
+// loaded during this step's mmas (a second set of registers), 2 the lines of x two steps
+// ahead are prefetched into L1 (no registers).
+#ifndef ET_GEMV_X_AHEAD
+#define ET_GEMV_X_AHEAD 0
 #endif
 // The CUDA-core path's loads in flight on tiles of at least 512 Ki weights (the LM head's
 // 256 x 2048 and larger), where a task streams long enough for more to pay.
@@ -291,6 +299,10 @@ struct MatvecPrefetch {
     int rows, k;
     unsigned int row_bytes;
 };
+// The weight rings of a CTA's warps above batch 16 (`ring_bytes` in gemv.rs: 16 warps).
+__device__ __forceinline__ unsigned int matvec_ring_bytes(int B) {
+    return B > 16 && ET_GEMV_RING >= 2 ? (blockDim.x >> 5) * ET_GEMV_RING * 1024u : 0u;
+}
 __device__ __forceinline__ unsigned int matvec_partial_bytes(int N, int K, int B, int NW) {
     if (B <= 1) return 0u;
     const MatvecPlan p = matvec_plan(N, K, B, NW);
@@ -300,7 +312,7 @@ __device__ __forceinline__ unsigned int matvec_partial_bytes(int N, int K, int B
 // partial sums (a multiple of 16 when not all fit and B > 1), 0 when rows are not whole
 // 16-byte lines.
 __device__ __forceinline__ int matvec_prefetch_rows(int N, int K, int B, int NW, unsigned int capacity) {
-    const unsigned int partials = matvec_partial_bytes(N, K, B, NW), row = 2u * (unsigned int)K + 64u;
+    const unsigned int partials = matvec_partial_bytes(N, K, B, NW) + matvec_ring_bytes(B), row = 2u * (unsigned int)K + 64u;
     if (K <= 0 || (2 * K) % 16 != 0 || capacity < 128u + partials) return 0;
     const int fit = (int)((capacity - 128u - partials) / ((unsigned int)NW * row));
     return fit >= N ? N : (B > 1 ? fit - fit % 16 : fit);
@@ -445,20 +457,33 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
         // an empty group past the last step keeps the count of pending groups exact
         et::cp_async_commit();
     };
-#pragma unroll
-    for (int i = 0; i < R - 1; ++i) issue(i);
-#pragma unroll 1
-    for (int i = 0; i < steps; ++i) {
-        // into the slot that step i - 1's mmas have read (their registers were consumed)
-        issue(i + R - 1);
+    const auto xfrags = [&](uint4 (&xv)[NBM], int i) {
         const int kk = k_lo + 32 * i + 8 * t;
-        uint4 xv[NBM];
 #pragma unroll
         for (int nb = 0; nb < NBM; ++nb) {
             const int b = nb * 8 + g;
             xv[nb] = b >= B ? zero
                      : XS   ? xload<true>(x + b * xs0, kk, K, xs1, true)
                             : matvec_load<true, false>(x + b * xs0, kk, K, xs1);
+        }
+    };
+#pragma unroll
+    for (int i = 0; i < R - 1; ++i) issue(i);
+    uint4 xv[NBM];
+    if (ET_GEMV_X_AHEAD == 1) xfrags(xv, 0);
+#pragma unroll 1
+    for (int i = 0; i < steps; ++i) {
+        // into the slot that step i - 1's mmas have read (their registers were consumed)
+        issue(i + R - 1);
+        uint4 xn[NBM];
+        if (ET_GEMV_X_AHEAD != 1) xfrags(xv, i);
+        else if (i + 1 < steps) xfrags(xn, i + 1);
+        if (ET_GEMV_X_AHEAD == 2 && !XS && t == 0 && i + 2 < steps) {
+            // the 64 bytes of each batch row that step i + 2 reads
+            const int kk = k_lo + 32 * (i + 2);
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb)
+                if (nb * 8 + g < B) asm volatile("prefetch.global.L1 [%0];" ::"l"(x + (nb * 8 + g) * xs0 + kk));
         }
         et::cp_async_wait<R - 1>();
         const uint4* slot = ring + (i % R) * 64;
@@ -468,6 +493,10 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
             if (nb * 8 >= B) break;
             mma_bf16(c[nb], a0.x, a1.x, a0.y, a1.y, xv[nb].x, xv[nb].y);
             mma_bf16(c[nb], a0.z, a1.z, a0.w, a1.w, xv[nb].z, xv[nb].w);
+        }
+        if (ET_GEMV_X_AHEAD == 1 && i + 1 < steps) {
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb) xv[nb] = xn[nb];
         }
     }
     // the ring is reused by the warp's next unit (and by later ops): nothing may land late
@@ -531,7 +560,7 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
             // 16-byte loads with a predicate when every piece is inside or past the rows
             // (k a multiple of 8); otherwise the element loads, one step at a time
             constexpr int RING = ET_GEMV_RING >= 2 ? ET_GEMV_RING : 2;
-            if (ET_GEMV_RING >= 2 && ring && vec && K % 8 == 0)
+            if (ET_GEMV_RING >= 2 && ring && !shared && vec && K % 8 == 0)
                 matvec_unit_ring<NBM, RING, XS>(c, row0, row1, ok0, ok1, x, xs0, xs1, B, K, k_lo, k_hi,
                                                 ring + warp * RING * 64);
             else if (vec && K % 8 == 0)
@@ -673,11 +702,11 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
     const long long srs = prefetched ? pf->row_bytes / 2 : 0;
     float* part = reinterpret_cast<float*>(smem + (P > 0 ? pf->end : 128u));
     // the weight rings after the partial sums, above batch 16 where the arena holds them
+    // (rows that a prefetch copied are read from the arena instead)
     uint4* ring = nullptr;
-    if (NBM > 2 && !XS && ET_GEMV_RING >= 2 && P == 0) {
-        const unsigned int at = 128u + matvec_partial_bytes(N, K, batch, NW);
-        if (at + (blockDim.x >> 5) * ET_GEMV_RING * 1024u <= et::arena_capacity())
-            ring = reinterpret_cast<uint4*>(smem + at);
+    if (NBM > 2 && !XS && batch > 16 && ET_GEMV_RING >= 2) {
+        const unsigned int at = (P > 0 ? pf->end : 128u) + matvec_partial_bytes(N, K, batch, NW);
+        if (at + matvec_ring_bytes(batch) <= et::arena_capacity()) ring = reinterpret_cast<uint4*>(smem + at);
     }
     if (batch >= 1 && N >= 1) {
         if constexpr (SB == 1) {
