@@ -209,13 +209,6 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_RING
 #define ET_GEMV_RING 4
 #endif
-// How the ring's k loop hides x's latency, for side-by-side runs: 0 not at all (a step's
-// x loads are issued before the wait for its weights), 1 the next step's x fragments are
-// loaded during this step's mmas (a second set of registers), 2 the lines of x two steps
-// ahead are prefetched into L1 (no registers).
-#ifndef ET_GEMV_X_AHEAD
-#define ET_GEMV_X_AHEAD 0
-#endif
 // The CUDA-core path's loads in flight on tiles of at least 512 Ki weights (the LM head's
 // 256 x 2048 and larger), where a task streams long enough for more to pay.
 #ifndef ET_GEMV_SIMT_U_LARGE
@@ -457,33 +450,22 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
         // an empty group past the last step keeps the count of pending groups exact
         et::cp_async_commit();
     };
-    const auto xfrags = [&](uint4 (&xv)[NBM], int i) {
+#pragma unroll
+    for (int i = 0; i < R - 1; ++i) issue(i);
+#pragma unroll 1
+    for (int i = 0; i < steps; ++i) {
+        // into the slot that step i - 1's mmas have read (their registers were consumed)
+        issue(i + R - 1);
+        // x's fragments one step at a time: a second set in flight (the next step's, or
+        // an L1 prefetch two steps ahead) measured slower above batch 16 (RESULTS run 20)
         const int kk = k_lo + 32 * i + 8 * t;
+        uint4 xv[NBM];
 #pragma unroll
         for (int nb = 0; nb < NBM; ++nb) {
             const int b = nb * 8 + g;
             xv[nb] = b >= B ? zero
                      : XS   ? xload<true>(x + b * xs0, kk, K, xs1, true)
                             : matvec_load<true, false>(x + b * xs0, kk, K, xs1);
-        }
-    };
-#pragma unroll
-    for (int i = 0; i < R - 1; ++i) issue(i);
-    uint4 xv[NBM];
-    if (ET_GEMV_X_AHEAD == 1) xfrags(xv, 0);
-#pragma unroll 1
-    for (int i = 0; i < steps; ++i) {
-        // into the slot that step i - 1's mmas have read (their registers were consumed)
-        issue(i + R - 1);
-        uint4 xn[NBM];
-        if (ET_GEMV_X_AHEAD != 1) xfrags(xv, i);
-        else if (i + 1 < steps) xfrags(xn, i + 1);
-        if (ET_GEMV_X_AHEAD == 2 && !XS && t == 0 && i + 2 < steps) {
-            // the 64 bytes of each batch row that step i + 2 reads
-            const int kk = k_lo + 32 * (i + 2);
-#pragma unroll
-            for (int nb = 0; nb < NBM; ++nb)
-                if (nb * 8 + g < B) asm volatile("prefetch.global.L1 [%0];" ::"l"(x + (nb * 8 + g) * xs0 + kk));
         }
         et::cp_async_wait<R - 1>();
         const uint4* slot = ring + (i % R) * 64;
@@ -493,10 +475,6 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
             if (nb * 8 >= B) break;
             mma_bf16(c[nb], a0.x, a1.x, a0.y, a1.y, xv[nb].x, xv[nb].y);
             mma_bf16(c[nb], a0.z, a1.z, a0.w, a1.w, xv[nb].z, xv[nb].w);
-        }
-        if (ET_GEMV_X_AHEAD == 1 && i + 1 < steps) {
-#pragma unroll
-            for (int nb = 0; nb < NBM; ++nb) xv[nb] = xn[nb];
         }
     }
     // the ring is reused by the warp's next unit (and by later ops): nothing may land late
