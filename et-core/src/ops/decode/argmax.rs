@@ -13,8 +13,8 @@ __device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
     if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
 }
 // A warp per row, its lanes over the row's columns, then a shuffle reduction: no CTA
-// barrier, and a warp's rows are in flight together (a CTA-wide reduction per row cost two
-// barriers a row: half of an LM-head task's time at batch 64, RESULTS run 20).
+// barrier, and a warp's rows are in flight together (a CTA-wide reduction per row, two
+// barriers a row, took a third of an LM-head task at batch 64: RESULTS run 20).
 template <class X, class BV, class BI>
 __device__ void argmax_partial(X x, long long start, BV best, BI index) {
     const int B = x.shape[0], C = x.shape[1], lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;

@@ -42,14 +42,6 @@ macro_rules! chunk_cuda {
 #ifndef ET_ATTN_ROWS
 #define ET_ATTN_ROWS 2
 #endif
-// The plain loop's online softmax rescales lazily (see the loop; 0: at every new max, for
-// side-by-side runs), when a score exceeds the reference max by more than ET_ATTN_LAZY_T.
-#ifndef ET_ATTN_LAZY
-#define ET_ATTN_LAZY 1
-#endif
-#ifndef ET_ATTN_LAZY_T
-#define ET_ATTN_LAZY_T 8.0f
-#endif
 template <int SG, int SD, bool PIPELINED, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
                                                 M ml, const et::bf16* s_new = nullptr, int xr = -1) {
@@ -191,29 +183,11 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
                     for (int i = 0; i < 8; ++i) s += qr[g][i] * kf[i];
                     for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
                     if (!in) continue;
-                    if (ET_ATTN_LAZY) {
-                        // m is a reference, not the running max: it moves (and the sums are
-                        // rescaled) only when a score passes it by more than ET_ATTN_LAZY_T,
-                        // so most rows cost one exponential and no rescale; the weights stay
-                        // below e^T, far from f32's range
-                        if (s > m[g] + ET_ATTN_LAZY_T) {
-                            const float corr = __expf(m[g] - s);
-                            l[g] *= corr;
+                    const float mn = fmaxf(m[g], s), corr = __expf(m[g] - mn), p = __expf(s - mn);
+                    l[g] = l[g] * corr + p;
     #pragma unroll
-                            for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
-                            m[g] = s;
-                        }
-                        const float p = __expf(s - m[g]);
-                        l[g] += p;
-    #pragma unroll
-                        for (int i = 0; i < 8; ++i) acc[g][i] += p * vf[i];
-                    } else {
-                        const float mn = fmaxf(m[g], s), corr = __expf(m[g] - mn), p = __expf(s - mn);
-                        l[g] = l[g] * corr + p;
-    #pragma unroll
-                        for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vf[i];
-                        m[g] = mn;
-                    }
+                    for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vf[i];
+                    m[g] = mn;
                 }
             }
         }
