@@ -191,7 +191,8 @@ fn run() -> Res<bool> {
     bandwidth(&gpu, &mut out)?;
     let mut ok = true;
     let gemv = |gpu: &Cuda, out: &mut Out| gemv_all(gpu, out, &args.batches);
-    let sections: [(&str, &dyn Fn(&Cuda, &mut Out) -> Res<()>); 5] =
+    type Section<'a> = &'a dyn Fn(&Cuda, &mut Out) -> Res<()>;
+    let sections: [(&str, Section); 5] =
         [("gemv", &gemv), ("norm", &norm_all), ("rope", &rope_all), ("attn", &attn_all), ("chain", &chain_all)];
     for (name, f) in sections {
         if !wanted(name) {

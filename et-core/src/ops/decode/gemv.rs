@@ -12,10 +12,13 @@
 //! number of bytes for any tile shape ([`plan`]); each unit leaves its f32 partial sums
 //! in the op's shared-memory arena, and after one barrier the CTA sums the slices in
 //! slice order (deterministic) and applies the epilogue, its threads over consecutive
-//! outputs (coalesced stores). A lane keeps four 32-wide `k` steps of its two weight rows
-//! in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM; one step above batch
-//! 16, where the accumulators need the registers) and reloads each step's registers as
-//! soon as that step's mmas have read them, so the stream never drains inside a unit.
+//! outputs (coalesced stores). Up to batch 16 a lane keeps four 32-wide `k` steps of its
+//! two weight rows in flight (eight 16-byte `ld.global.nc`, 64 KB per 16-warp SM) and
+//! reloads each step's registers as soon as that step's mmas have read them, so the stream
+//! never drains inside a unit. Above batch 16 the accumulators need those registers: the
+//! weights stream through a ring of four 1 KB slots per warp in the arena instead
+//! ([`ring_bytes`]), copied by `cp.async` three steps ahead and read back by the lane that
+//! copied them, so four steps stay in flight with one in registers (RESULTS run 20).
 //! The mma reads both operands straight from global memory in 16-byte pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
 //! mmas, which sums the same products in a permuted `k` order (the permutation is the
 //! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
@@ -990,7 +993,10 @@ mod tests {
                         assert!(bytes <= ARENA_CAP, "{what}: {bytes} bytes");
                         let sums = if batch > 1 { mats * p.splits * batch * p.row_stride * 4 } else { 0 };
                         assert_eq!(bytes, sums, "{what}");
-                        assert_eq!(arena_bytes(&[rows, k], &[batch, k], mats), PREFETCH_RECORD + bytes + ring_bytes(batch));
+                        assert_eq!(
+                            arena_bytes(&[rows, k], &[batch, k], mats),
+                            PREFETCH_RECORD + bytes + ring_bytes(batch)
+                        );
                     }
                 }
             }
