@@ -496,18 +496,19 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
 // The first P rows of each w_j may be in the arena (`sw[j]`, rows `srs` apart, landing on
 // the mbarrier `bar`; P is N or a multiple of 16): a round's units read the others from
 // global memory first, so that the stream starts at once, and the prefetched groups last.
-// `ring` (null: none): the weight rings of the warps, ET_GEMV_RING KB each (no prefetched
-// rows then).
+// `ring` (null: none): the weight rings of the warps, ET_GEMV_RING KB each, through which
+// the rows not prefetched stream.
 template <int NW, int NBM, bool XS, class E>
 __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                            const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
                                            long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                            long long xs1, int B, int N, int K, bool vec, float* part, uint4* ring,
                                            E& epi) {
-    // four steps in flight (eight 16-byte loads a lane, 64 KB an SM) while the fragments
-    // and accumulators leave room; one at batches above 16, whose accumulators and B
-    // fragments fill the registers: inside a megakernel two steps made ptxas spill the
-    // loop (llama-3.2-1b at B = 64: 6.14 ms a step against 5.01 with one; RESULTS run 15)
+    // the register path (no ring): four steps in flight (eight 16-byte loads a lane, 64 KB
+    // an SM) while the fragments and accumulators leave room; one at batches above 16,
+    // whose accumulators and B fragments fill the registers: inside a megakernel two steps
+    // made ptxas spill the loop (llama-3.2-1b at B = 64: 6.14 ms a step against 5.01 with
+    // one; RESULTS run 15). The ring keeps four there (run 20).
     constexpr int U = NBM > 2 ? (ET_GEMV_MMA_U + 3) / 4 : ET_GEMV_MMA_U;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int g = lane >> 2, t = lane & 3;
