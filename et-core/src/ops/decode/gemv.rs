@@ -19,6 +19,12 @@
 //! weights stream through a ring of four 1 KB slots per warp in the arena instead
 //! ([`ring_bytes`]), copied by `cp.async` three steps ahead and read back by the lane that
 //! copied them, so four steps stay in flight with one in registers (RESULTS run 20).
+//! Where the warps running together (a *wave*) work on at most two `k` slices (the LM
+//! head, gate/up, split-K tiles), the CTA also copies each step's activations of those
+//! slices into an activation ring once, three steps ahead, with a barrier a step, instead
+//! of each warp reading 4 KB of `x` a step from L1/L2 for its 1 KB of weights: the LM head
+//! at batch 64 went from 654 to 264 us (RESULTS run 21). Where the extents are static only
+//! the ring paths the plan's waves take are compiled ([`ring_bytes`] sizes both rings).
 //! The mma reads both operands straight from global memory in 16-byte pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
 //! mmas, which sums the same products in a permuted `k` order (the permutation is the
 //! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
@@ -122,10 +128,21 @@ pub const RING_STEPS: usize = 4;
 /// One ring slot of one warp: a 32-wide `k` step of its 16 weight rows (1 KB).
 const RING_SLOT_BYTES: usize = 32 * GROUP_ROWS * 2;
 
-/// The weight ring's bytes for a batch of `batch` (none up to 16: the registers hold the
-/// steps in flight there).
+/// The `k` slices whose activations a wave of warps stages in shared memory together
+/// (a wave whose units span more slices reads its activations per warp).
+const XSTAGE_SLICES: usize = 2;
+
+/// The bytes of the activation ring beside the weight ring: [`RING_STEPS`] slots of a
+/// 32-wide `k` step of the batch (rounded up to 8 rows) for [`XSTAGE_SLICES`] slices.
+const fn xring_bytes(batch: usize) -> usize {
+    RING_STEPS * XSTAGE_SLICES * cdiv(batch, 8) * 8 * 64
+}
+
+/// The ring bytes for a batch of `batch`: the warps' weight rings, then the activation
+/// ring ([`xring_bytes`]); none up to batch 16, where the registers hold the steps in
+/// flight.
 pub const fn ring_bytes(batch: usize) -> usize {
-    if batch > 16 { PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES } else { 0 }
+    if batch > 16 { PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES + xring_bytes(batch) } else { 0 }
 }
 
 /// The arena bytes of a GEMV call: the prefetch record ([`PREFETCH_RECORD`]), then the
@@ -212,6 +229,13 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_RING
 #define ET_GEMV_RING 4
 #endif
+// Whether, beside the weight ring, a wave of warps whose units lie in at most two k slices
+// stages each step's activations in the arena once for the CTA (`matvec_unit_staged`), so
+// that a warp does not read 4 KB of x a step from L1/L2 (batch 64) for its 1 KB of
+// weights. 0 reads x per warp, for side-by-side runs (the arena still holds the ring).
+#ifndef ET_GEMV_XSTAGE
+#define ET_GEMV_XSTAGE 1
+#endif
 // The CUDA-core path's loads in flight on tiles of at least 512 Ki weights (the LM head's
 // 256 x 2048 and larger), where a task streams long enough for more to pay.
 #ifndef ET_GEMV_SIMT_U_LARGE
@@ -255,13 +279,13 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], unsigned int a0, unsigne
 struct MatvecPlan {
     int gr, s, ks, rs;
 };
-__device__ __forceinline__ int matvec_cdiv(int a, int b) { return (a + b - 1) / b; }
-__device__ __forceinline__ MatvecPlan matvec_plan(int N, int K, int B, int NW) {
+__device__ constexpr int matvec_cdiv(int a, int b) { return (a + b - 1) / b; }
+__device__ constexpr MatvecPlan matvec_plan(int N, int K, int B, int NW) {
     const int cap = 96 * 1024, warps = 16, granule = 128;
     const int groups = N > 0 ? matvec_cdiv(N, 16) : 1, b = B > 0 ? B : 1;
     const int cap_rows = cap / (4 * NW * b);
     const int fit = cap_rows > 20 ? (cap_rows - 4) / 16 : 1;
-    MatvecPlan p;
+    MatvecPlan p{};
     p.gr = groups < fit ? groups : fit;
     p.rs = 16 * p.gr + 4;
     int smax = K > 0 ? matvec_cdiv(K, granule) : 1;
@@ -281,6 +305,34 @@ __device__ __forceinline__ MatvecPlan matvec_plan(int N, int K, int B, int NW) {
     return p;
 }
 
+// Which ring paths the waves of a GEMV take above batch 16 with `warps` warps: bit 0, some
+// wave's units lie in at most two k slices (the CTA stages x, `matvec_unit_staged`); bit 1,
+// some wave's span more (x per warp, `matvec_unit_ring`). matvec_mma's waves, counted.
+__device__ constexpr int matvec_waves(int N, int K, int B, int NW, int warps) {
+    const MatvecPlan p = matvec_plan(N, K, B, NW);
+    const int groups = matvec_cdiv(N, 16);
+    int kinds = 0;
+    for (int g0 = 0; g0 < groups; g0 += p.gr) {
+        const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, per_slice = NW * gn, units = per_slice * p.s;
+        for (int u0 = 0; u0 < units; u0 += warps) {
+            const int ns = ((u0 + warps < units ? u0 + warps : units) - 1) / per_slice - u0 / per_slice + 1;
+            kinds |= ns <= 2 ? 1 : 2;
+        }
+    }
+    return kinds;
+}
+// The ring paths to compile for NW weight tiles of type W and activations of type X: those
+// the 16-warp CTA takes where the extents are static and the batch is above 16 (an unused
+// path made the megakernel's code large enough at batch 64 that the compiler stopped
+// inlining its task dispatch: RESULTS run 21), both otherwise. A CTA of another size whose
+// wave needs a path not compiled takes the register path.
+template <int NW, class W, class X>
+__device__ constexpr int matvec_ring_kinds() {
+    constexpr int n = W::template static_extent<0>(), k = W::template static_extent<1>(),
+                  b = X::template static_extent<0>();
+    return n > 0 && k > 0 && b > 16 && b <= 64 ? matvec_waves(n, k, b, NW, 16) : 3;
+}
+
 // The arena's first 128 bytes: what a matvec_prefetch of this task copies for its GEMV
 // (`tiles` 0: nothing). `tiles` and `bar` are the arena's state words (`et::arena_init`,
 // `et::arena_retire`).
@@ -295,9 +347,15 @@ struct MatvecPrefetch {
     int rows, k;
     unsigned int row_bytes;
 };
-// The weight rings of a CTA's warps above batch 16 (`ring_bytes` in gemv.rs: 16 warps).
+// The activation ring above batch 16: ET_GEMV_RING slots of a 32-wide k step of two
+// slices' batch rows (`xring_bytes` in gemv.rs).
+__device__ __forceinline__ unsigned int matvec_xring_bytes(int B) {
+    return ET_GEMV_RING * 2u * (unsigned int)((B + 7) / 8) * 8u * 64u;
+}
+// The weight rings of a CTA's warps above batch 16, then the activation ring (`ring_bytes`
+// in gemv.rs: 16 warps).
 __device__ __forceinline__ unsigned int matvec_ring_bytes(int B) {
-    return B > 16 && ET_GEMV_RING >= 2 ? (blockDim.x >> 5) * ET_GEMV_RING * 1024u : 0u;
+    return B > 16 && ET_GEMV_RING >= 2 ? (blockDim.x >> 5) * ET_GEMV_RING * 1024u + matvec_xring_bytes(B) : 0u;
 }
 __device__ __forceinline__ unsigned int matvec_partial_bytes(int N, int K, int B, int NW) {
     if (B <= 1) return 0u;
@@ -428,6 +486,22 @@ __device__ __forceinline__ void matvec_unit(float (&c)[NBM][4], const et::bf16* 
     }
 }
 
+// A unit's sums into the arena: c[nb] {0, 1} are row g, batch nb * 8 + 2t + {0, 1}; {2, 3}
+// are row g + 8. `ps`: the unit's row g of batch row 0, batch rows `prs` apart.
+template <int NBM>
+__device__ __forceinline__ void matvec_store_partials(const float (&c)[NBM][4], float* ps, int B, int prs) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int nb = 0; nb < NBM; ++nb) {
+        if (nb * 8 >= B) break;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int b = nb * 8 + 2 * t + (i & 1);
+            if (b < B) ps[b * prs + (i < 2 ? 0 : 8)] = c[nb][i];
+        }
+    }
+}
+
 // matvec_unit's k loop with the weights streamed through this warp's ring in the arena:
 // R slots of 1 KB, slot i % R holding step i's pieces lane by lane (row0's 32, then
 // row1's), copied by cp.async R - 1 steps ahead, so that R steps are in flight while only
@@ -484,6 +558,76 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
     et::cp_async_wait<0>();
 }
 
+// matvec_unit_ring for a wave of the CTA's warps whose units lie in the k slices `sa` and
+// `sa + 1` (`ns` of them, slices `ks` wide): besides its weights, each thread copies its
+// share of each step's activations of both slices into `xring` (R slots, R - 1 steps
+// ahead), so the CTA reads x from L2 once, not once per warp, and no warp waits for x
+// at its step. A barrier a step makes the copies visible and frees the slot the next copy
+// overwrites, so every warp runs the wave's `wsteps` steps (those with fewer steps of
+// their own, or no unit, only copy). `sl`: the warp's slice - sa; `steps`: its unit's.
+// The unit's sums go to `ps` (null: no unit) as matvec_mma stores them, rows `prs` apart.
+template <int NBM, int R>
+__device__ __forceinline__ void matvec_unit_staged(const et::bf16* row0, const et::bf16* row1, bool ok0, bool ok1,
+                                                const et::bf16* x, long long xs0, int B, int K, int k_lo, int steps,
+                                                int sl, int sa, int ns, int ks, int wsteps, uint4* ring, uint4* xring,
+                                                float* ps, int prs) {
+    static_assert(R >= 2, "the weight ring needs two slots");
+    // a slot: [slice][batch row][four 16-byte pieces of the step]
+    constexpr int ROWS = NBM * 8, SLOT = 2 * ROWS * 4;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float c[NBM][4];
+#pragma unroll
+    for (int nb = 0; nb < NBM; ++nb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[nb][i] = 0.0f;
+    const auto issue = [&](int i) {
+        if (i < wsteps) {
+            if (i < steps) {
+                const int kk = k_lo + 32 * i + 8 * t;
+                uint4* slot = ring + (i % R) * 64;
+                const bool in0 = ok0 && kk < K, in1 = ok1 && kk < K;
+                et::cp_async16(slot + lane, in0 ? row0 + kk : row0, in0 ? 16u : 0u);
+                et::cp_async16(slot + 32 + lane, in1 ? row1 + kk : row1, in1 ? 16u : 0u);
+            }
+            uint4* xslot = xring + (i % R) * SLOT;
+#pragma unroll 1
+            for (int p = threadIdx.x; p < ns * ROWS * 4; p += blockDim.x) {
+                const int b = (p >> 2) % ROWS, kk = (sa + p / (ROWS * 4)) * ks + 32 * i + 8 * (p & 3);
+                // rows past the batch and pieces past k are zeros (0 x garbage could be NaN)
+                const bool in = b < B && kk < K;
+                et::cp_async16(xslot + p, in ? x + b * xs0 + kk : x, in ? 16u : 0u);
+            }
+        }
+        et::cp_async_commit();
+    };
+    // the slots' readers of the previous wave are done
+    __syncthreads();
+#pragma unroll 1
+    for (int i = 0; i < R - 1; ++i) issue(i);
+#pragma unroll 1
+    for (int i = 0; i < wsteps; ++i) {
+        // this thread's copies of step i have landed; after the barrier everyone's have,
+        // and every warp has read step i - 1, whose slots the next copy takes
+        et::cp_async_wait<R - 2>();
+        __syncthreads();
+        issue(i + R - 1);
+        if (i < steps) {
+            const uint4* slot = ring + (i % R) * 64;
+            const uint4* xs = xring + (i % R) * SLOT + sl * ROWS * 4;
+            const uint4 a0 = slot[lane], a1 = slot[32 + lane];
+#pragma unroll
+            for (int nb = 0; nb < NBM; ++nb) {
+                if (nb * 8 >= B) break;
+                const uint4 xv = xs[(nb * 8 + g) * 4 + t];
+                mma_bf16(c[nb], a0.x, a1.x, a0.y, a1.y, xv.x, xv.y);
+                mma_bf16(c[nb], a0.z, a1.z, a0.w, a1.w, xv.z, xv.w);
+            }
+        }
+    }
+    et::cp_async_wait<0>();
+    if (ps) matvec_store_partials(c, ps, B, prs);
+}
+
 // acc_j[b, n] = sum_k x[b, k] w_j[n, k] for NW weight tiles w_j (same shape), n < N, b < B
 // <= 8 * NBM, k < K; calls epi(b, n, acc_0, acc_1) once per output (acc_1 = 0 when NW =
 // 1). `vec`: every row of x and of the w_j takes 16-byte loads. `part`: the arena.
@@ -498,12 +642,12 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
 // global memory first, so that the stream starts at once, and the prefetched groups last.
 // `ring` (null: none): the weight rings of the warps, ET_GEMV_RING KB each, through which
 // the rows not prefetched stream.
-template <int NW, int NBM, bool XS, class E>
+template <int NW, int NBM, bool XS, int KINDS, class E>
 __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                            const long long (&ws1)[NW], const et::bf16* const (&sw)[NW], int P,
                                            long long srs, unsigned long long* bar, const et::bf16* x, long long xs0,
                                            long long xs1, int B, int N, int K, bool vec, float* part, uint4* ring,
-                                           E& epi) {
+                                           uint4* xring, E& epi) {
     // the register path (no ring): four steps in flight (eight 16-byte loads a lane, 64 KB
     // an SM) while the fragments and accumulators leave room; one at batches above 16,
     // whose accumulators and B fragments fill the registers: inside a megakernel two steps
@@ -519,10 +663,21 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
         const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, per_slice = NW * gn;
         // the round's prefetched groups (the first ones) go last
         const int pre = P / 16 - g0 > gn ? gn : (P / 16 - g0 > 0 ? P / 16 - g0 : 0), rot = pre < gn ? pre : 0;
+        const int units = per_slice * p.s;
+        // the activations go through the CTA's ring where no unit of the round reads
+        // prefetched rows
+        const bool stage_round = (KINDS & 1) && xring && vec && K % 8 == 0 && g0 * 16 >= P;
 #pragma unroll 1
-        for (int unit = warp; unit < per_slice * p.s; unit += warps) {
-            const int s = unit / per_slice, j = (unit % per_slice) / gn;
-            const int ml = (((unit % per_slice) % gn + rot) % gn) * 16;
+        for (int u0 = 0; u0 < units; u0 += warps) {
+            // a wave: units u0.. run together, one a warp; staged when they lie in at most
+            // two slices (the same for every warp: its barriers are the CTA's)
+            const int sa = u0 / per_slice, ns = ((u0 + warps < units ? u0 + warps : units) - 1) / per_slice - sa + 1;
+            const bool staged = stage_round && ns <= 2;
+            const int unit = u0 + warp;
+            const bool active = unit < units;
+            if (!active && !staged) continue;
+            const int s = active ? unit / per_slice : sa, j = active ? (unit % per_slice) / gn : 0;
+            const int ml = active ? (((unit % per_slice) % gn + rot) % gn) * 16 : 0;
             // selects, not a run-time index (which would put the arrays in local memory)
             const bool second = NW > 1 && j > 0;
             const int r0 = g0 * 16 + ml + g, r1 = r0 + 8;
@@ -534,6 +689,16 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
             const et::bf16* row0 = wj + (long long)(ok0 ? r0 : 0) * rs0;
             const et::bf16* row1 = wj + (long long)(ok1 ? r1 : 0) * rs0;
             const int k_lo = s * p.ks, k_hi = k_lo + p.ks < K ? k_lo + p.ks : K;
+            float* ps = part + (j * p.s + s) * B * p.rs + ml + g;
+            constexpr int RING = ET_GEMV_RING >= 2 ? ET_GEMV_RING : 2;
+            if (staged) {
+                const int wk = sa * p.ks, wend = wk + p.ks < K ? wk + p.ks : K;
+                matvec_unit_staged<NBM, RING>(row0, row1, ok0, ok1, x, xs0, B, K, k_lo,
+                                              active ? (k_hi - k_lo + 31) / 32 : 0, s - sa, sa, ns, p.ks,
+                                              (wend - wk + 31) / 32, ring + warp * RING * 64, xring,
+                                              active ? ps : nullptr, p.rs);
+                continue;
+            }
             float c[NBM][4];
 #pragma unroll
             for (int nb = 0; nb < NBM; ++nb)
@@ -541,25 +706,14 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
                 for (int i = 0; i < 4; ++i) c[nb][i] = 0.0f;
             // 16-byte loads with a predicate when every piece is inside or past the rows
             // (k a multiple of 8); otherwise the element loads, one step at a time
-            constexpr int RING = ET_GEMV_RING >= 2 ? ET_GEMV_RING : 2;
-            if (ET_GEMV_RING >= 2 && ring && !shared && vec && K % 8 == 0)
+            if ((KINDS & 2) && ET_GEMV_RING >= 2 && ring && !shared && vec && K % 8 == 0)
                 matvec_unit_ring<NBM, RING, XS>(c, row0, row1, ok0, ok1, x, xs0, xs1, B, K, k_lo, k_hi,
                                                 ring + warp * RING * 64);
             else if (vec && K % 8 == 0)
                 matvec_unit<NBM, U, true, XS>(c, row0, row1, ok0, ok1, shared, cs, x, xs0, xs1, B, K, k_lo, k_hi);
             else
                 matvec_unit<NBM, 1, false, XS>(c, row0, row1, ok0, ok1, false, cs, x, xs0, xs1, B, K, k_lo, k_hi);
-            // c[nb]: {0, 1} are row g, batch nb * 8 + 2t + {0, 1}; {2, 3} are row g + 8
-            float* ps = part + (j * p.s + s) * B * p.rs + ml + g;
-#pragma unroll
-            for (int nb = 0; nb < NBM; ++nb) {
-                if (nb * 8 >= B) break;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int b = nb * 8 + 2 * t + (i & 1);
-                    if (b < B) ps[b * p.rs + (i < 2 ? 0 : 8)] = c[nb][i];
-                }
-            }
+            matvec_store_partials(c, ps, B, p.rs);
         }
         __syncthreads();
         // the round's outputs, consecutive threads on consecutive rows (coalesced y stores)
@@ -648,7 +802,7 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
 // XS: x lies in shared memory (rows zero-padded to 16-byte pieces; a fused op staged it
 // after the partial sums, see `matvec_partial_bytes`). LARGE: the weight tile has at
 // least 512 Ki elements (`matvec_large`), so the CUDA-core path keeps more loads in flight.
-template <int NW, int SB, bool XS = false, bool LARGE = false, class E>
+template <int NW, int SB, bool XS = false, bool LARGE = false, int KINDS = 3, class E>
 __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                             const long long (&ws1)[NW], const et::bf16* x, long long xs0,
                                             long long xs1, int B, int N, int K, unsigned char* smem, E epi) {
@@ -685,10 +839,13 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
     float* part = reinterpret_cast<float*>(smem + (P > 0 ? pf->end : 128u));
     // the weight rings after the partial sums, above batch 16 where the arena holds them
     // (rows that a prefetch copied are read from the arena instead)
-    uint4* ring = nullptr;
+    uint4 *ring = nullptr, *xring = nullptr;
     if (NBM > 2 && !XS && batch > 16 && ET_GEMV_RING >= 2) {
         const unsigned int at = (P > 0 ? pf->end : 128u) + matvec_partial_bytes(N, K, batch, NW);
-        if (at + matvec_ring_bytes(batch) <= et::arena_capacity()) ring = reinterpret_cast<uint4*>(smem + at);
+        if (at + matvec_ring_bytes(batch) <= et::arena_capacity()) {
+            ring = reinterpret_cast<uint4*>(smem + at);
+            if (ET_GEMV_XSTAGE) xring = ring + (blockDim.x >> 5) * ET_GEMV_RING * 64;
+        }
     }
     if (batch >= 1 && N >= 1) {
         if constexpr (SB == 1) {
@@ -697,7 +854,8 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
             if (SB == -1 && batch == 1)
                 matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
             else
-                matvec_mma<NW, NBM, XS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, ring, epi);
+                matvec_mma<NW, NBM, XS, KINDS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, ring, xring,
+                                        epi);
         }
     }
     // every warp is done with the copies (those that read some waited for all of them):
@@ -763,7 +921,7 @@ __device__ void matvec(W w, X x, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
+    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>(), matvec_ring_kinds<1, W, X>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(a); });
 }
 "#);
@@ -787,7 +945,7 @@ __device__ void matvec_residual(W w, X x, R r, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
+    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>(), matvec_ring_kinds<1, W, X>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { y(b, n) = et::from_float<T>(et::to_float(r(b, n)) + a); });
 }
 "#);
@@ -817,7 +975,7 @@ __device__ void matvec_silu(WG wg, WU wu, X x, Y y, unsigned char* smem) {
     typedef typename elem_of<decltype(y.ptr)>::type T;
     const et::bf16* ws[2] = {wg.ptr, wu.ptr};
     const long long s0[2] = {wg.stride[0], wu.stride[0]}, s1[2] = {wg.stride[1], wu.stride[1]};
-    matvec_core<2, X::template static_extent<0>(), false, matvec_large<2, WG>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
+    matvec_core<2, X::template static_extent<0>(), false, matvec_large<2, WG>(), matvec_ring_kinds<2, WG, X>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], wg.shape[0],
                    wg.shape[1], smem, [&](int b, int n, float gate, float up) {
                        y(b, n) = et::from_float<T>(silu_times(gate, up));
                    });
@@ -850,7 +1008,7 @@ template <class W, class X, class P>
 __device__ void matvec_split(W w, X x, P part, unsigned char* smem) {
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
+    matvec_core<1, X::template static_extent<0>(), false, matvec_large<1, W>(), matvec_ring_kinds<1, W, X>()>(ws, s0, s1, x.ptr, x.stride[0], x.stride[1], x.shape[0], w.shape[0], w.shape[1], smem,
                    [&](int b, int n, float a, float) { part(0, b, n) = a; });
 }
 "#);
@@ -1014,9 +1172,14 @@ mod tests {
         assert_eq!(matvec_split::smem(&[w, x, &[1, 16, 72]]), one);
         assert_eq!(matvec_silu::smem(&[w, w, x, &[16, 72]]), arena_bytes(w, x, 2));
         const { assert!(matvec::OP.uses_smem && matvec_silu::OP.uses_smem && matvec_split::OP.uses_smem) };
-        // above batch 16 the weight ring follows the partial sums: 16 warps of 4 KB
+        // above batch 16 the rings follow the partial sums: 16 warps of 4 KB of weights,
+        // then 4 steps of two slices' activations (batch 17 as 24 rows of 64 bytes)
         assert_eq!(ring_bytes(16), 0);
-        assert_eq!(arena_bytes(w, &[17, 4104], 1), PREFETCH_RECORD + partial_bytes(w, &[17, 4104], 1) + 64 * 1024);
+        assert_eq!(ring_bytes(64), 64 * 1024 + 32 * 1024);
+        assert_eq!(
+            arena_bytes(w, &[17, 4104], 1),
+            PREFETCH_RECORD + partial_bytes(w, &[17, 4104], 1) + 64 * 1024 + 4 * 2 * 24 * 64
+        );
         // extents of the wrong rank (a contract error elsewhere) declare nothing
         assert_eq!(arena_bytes(&[72], x, 1), 0);
         assert_eq!(matvec_prefetch::smem(&[w, &[]]), prefetch_bytes(w, 1));
