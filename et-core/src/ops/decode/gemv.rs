@@ -502,6 +502,16 @@ __device__ __forceinline__ void matvec_store_partials(const float (&c)[NBM][4], 
     }
 }
 
+// A lane's copies of one k step of its two weight rows at `kk` into a ring slot: row0's 32
+// pieces, then row1's. Past the rows or past k: zeros, nothing read.
+__device__ __forceinline__ void matvec_ring_copy(uint4* slot, const et::bf16* row0, const et::bf16* row1, bool ok0,
+                                                 bool ok1, int kk, int K) {
+    const int lane = threadIdx.x & 31;
+    const bool in0 = ok0 && kk < K, in1 = ok1 && kk < K;
+    et::cp_async16(slot + lane, in0 ? row0 + kk : row0, in0 ? 16u : 0u);
+    et::cp_async16(slot + 32 + lane, in1 ? row1 + kk : row1, in1 ? 16u : 0u);
+}
+
 // matvec_unit's k loop with the weights streamed through this warp's ring in the arena:
 // R slots of 1 KB, slot i % R holding step i's pieces lane by lane (row0's 32, then
 // row1's), copied by cp.async R - 1 steps ahead, so that R steps are in flight while only
@@ -516,14 +526,7 @@ __device__ __forceinline__ void matvec_unit_ring(float (&c)[NBM][4], const et::b
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int steps = (k_hi - k_lo + 31) / 32;
     const auto issue = [&](int i) {
-        if (i < steps) {
-            const int kk = k_lo + 32 * i + 8 * t;
-            uint4* slot = ring + (i % R) * 64;
-            // past the rows or past k: zeros, nothing read
-            const bool in0 = ok0 && kk < K, in1 = ok1 && kk < K;
-            et::cp_async16(slot + lane, in0 ? row0 + kk : row0, in0 ? 16u : 0u);
-            et::cp_async16(slot + 32 + lane, in1 ? row1 + kk : row1, in1 ? 16u : 0u);
-        }
+        if (i < steps) matvec_ring_copy(ring + (i % R) * 64, row0, row1, ok0, ok1, k_lo + 32 * i + 8 * t, K);
         // an empty group past the last step keeps the count of pending groups exact
         et::cp_async_commit();
     };
@@ -582,13 +585,7 @@ __device__ __forceinline__ void matvec_unit_staged(const et::bf16* row0, const e
         for (int i = 0; i < 4; ++i) c[nb][i] = 0.0f;
     const auto issue = [&](int i) {
         if (i < wsteps) {
-            if (i < steps) {
-                const int kk = k_lo + 32 * i + 8 * t;
-                uint4* slot = ring + (i % R) * 64;
-                const bool in0 = ok0 && kk < K, in1 = ok1 && kk < K;
-                et::cp_async16(slot + lane, in0 ? row0 + kk : row0, in0 ? 16u : 0u);
-                et::cp_async16(slot + 32 + lane, in1 ? row1 + kk : row1, in1 ? 16u : 0u);
-            }
+            if (i < steps) matvec_ring_copy(ring + (i % R) * 64, row0, row1, ok0, ok1, k_lo + 32 * i + 8 * t, K);
             uint4* xslot = xring + (i % R) * SLOT;
 #pragma unroll 1
             for (int p = threadIdx.x; p < ns * ROWS * 4; p += blockDim.x) {
