@@ -305,6 +305,12 @@ __device__ constexpr MatvecPlan matvec_plan(int N, int K, int B, int NW) {
     return p;
 }
 
+// The k slices a wave can stage x for (`XSTAGE_SLICES` in gemv.rs sizes the ring).
+constexpr int MATVEC_XSTAGE_SLICES = 2;
+// The k slices that the wave of units u0.. (one a warp, `per_slice` units a slice) spans.
+__device__ constexpr int matvec_wave_slices(int u0, int warps, int units, int per_slice) {
+    return ((u0 + warps < units ? u0 + warps : units) - 1) / per_slice - u0 / per_slice + 1;
+}
 // Which ring paths the waves of a GEMV take above batch 16 with `warps` warps: bit 0, some
 // wave's units lie in at most two k slices (the CTA stages x, `matvec_unit_staged`); bit 1,
 // some wave's span more (x per warp, `matvec_unit_ring`). matvec_mma's waves, counted.
@@ -314,10 +320,8 @@ __device__ constexpr int matvec_waves(int N, int K, int B, int NW, int warps) {
     int kinds = 0;
     for (int g0 = 0; g0 < groups; g0 += p.gr) {
         const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, per_slice = NW * gn, units = per_slice * p.s;
-        for (int u0 = 0; u0 < units; u0 += warps) {
-            const int ns = ((u0 + warps < units ? u0 + warps : units) - 1) / per_slice - u0 / per_slice + 1;
-            kinds |= ns <= 2 ? 1 : 2;
-        }
+        for (int u0 = 0; u0 < units; u0 += warps)
+            kinds |= matvec_wave_slices(u0, warps, units, per_slice) <= MATVEC_XSTAGE_SLICES ? 1 : 2;
     }
     return kinds;
 }
@@ -350,7 +354,7 @@ struct MatvecPrefetch {
 // The activation ring above batch 16: ET_GEMV_RING slots of a 32-wide k step of two
 // slices' batch rows (`xring_bytes` in gemv.rs).
 __device__ __forceinline__ unsigned int matvec_xring_bytes(int B) {
-    return ET_GEMV_RING * 2u * (unsigned int)((B + 7) / 8) * 8u * 64u;
+    return ET_GEMV_RING * (unsigned int)MATVEC_XSTAGE_SLICES * (unsigned int)((B + 7) / 8) * 8u * 64u;
 }
 // The weight rings of a CTA's warps above batch 16, then the activation ring (`ring_bytes`
 // in gemv.rs: 16 warps).
@@ -576,7 +580,7 @@ __device__ __forceinline__ void matvec_unit_staged(const et::bf16* row0, const e
                                                 float* ps, int prs) {
     static_assert(R >= 2, "the weight ring needs two slots");
     // a slot: [slice][batch row][four 16-byte pieces of the step]
-    constexpr int ROWS = NBM * 8, SLOT = 2 * ROWS * 4;
+    constexpr int ROWS = NBM * 8, SLOT = MATVEC_XSTAGE_SLICES * ROWS * 4;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     float c[NBM][4];
 #pragma unroll
@@ -668,8 +672,8 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
         for (int u0 = 0; u0 < units; u0 += warps) {
             // a wave: units u0.. run together, one a warp; staged when they lie in at most
             // two slices (the same for every warp: its barriers are the CTA's)
-            const int sa = u0 / per_slice, ns = ((u0 + warps < units ? u0 + warps : units) - 1) / per_slice - sa + 1;
-            const bool staged = stage_round && ns <= 2;
+            const int sa = u0 / per_slice, ns = matvec_wave_slices(u0, warps, units, per_slice);
+            const bool staged = stage_round && ns <= MATVEC_XSTAGE_SLICES;
             const int unit = u0 + warp;
             const bool active = unit < units;
             if (!active && !staged) continue;
