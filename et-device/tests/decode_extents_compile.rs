@@ -18,7 +18,7 @@ fn source(body: &str) -> String {
         decode::rms_norm_matvec_silu::OP,
         decode::attention_partial::OP,
         decode::attention_rope_split::OP,
-        decode::attention_rope_split_streamed::OP,
+        decode::attention_rope_split_lazy::OP,
         decode::rms_norm::OP,
         decode::rms_norm_residual::OP,
         decode::embed::OP,
@@ -59,7 +59,7 @@ dynamic_extents(B2 w, B2 wu, B2 x, B2 r, B2 y, et::Tile<float, 2> yf, et::Tile<f
     op_rms_norm_matvec_silu::rms_norm_matvec_silu(w, wu, x, nw, 1e-5f, y, arena);
     op_attention_partial::attention_partial(x, kc, vc, len, 0, 0.125f, yf, ml);
     op_attention_rope_split::attention_rope_split(x, len, ml, 0, 2, 0.125f, kc, vc, yf, ml);
-    op_attention_rope_split_streamed::attention_rope_split_streamed(x, len, ml, 1, 2, 0.125f, kc, vc, yf, ml);
+    op_attention_rope_split_lazy::attention_rope_split_lazy(x, len, ml, 1, 2, 0.125f, kc, vc, yf, ml);
     op_rms_norm::rms_norm(x, nw, 1e-5f, y);
     op_rms_norm_residual::rms_norm_residual(y, r, nw, 1e-5f, wu);
     op_embed::embed(w, ids, y);

@@ -3,7 +3,7 @@
 
 use et_core::Kernel;
 use et_core::graph::DimKind;
-use et_core::ops::attention_rope_split_streamed;
+use et_core::ops::attention_rope_split_lazy;
 use llama::{LlamaConfig, Stamp};
 
 /// The tile sizes and model dims of one stamp: the static dims of its megakernel (the
@@ -34,9 +34,9 @@ pub struct Shape {
     /// The norms run inside the GEMV tasks that read them (the stamp has no `norm1`
     /// group), not as tasks of their own.
     pub fused_norms: bool,
-    /// The attention pieces keep their next rows in flight (the stamp calls
-    /// `attention_rope_split_streamed`, not `attention_rope_split`).
-    pub streamed_attention: bool,
+    /// The attention pieces fold their rows lazily (the stamp calls
+    /// `attention_rope_split_lazy`, not `attention_rope_split`).
+    pub lazy_attention: bool,
 }
 
 impl Shape {
@@ -78,7 +78,7 @@ impl Shape {
             nv: dim("NV")?,
             vt: dim("VT")?,
             fused_norms: !kernel.graph.groups.iter().any(|g| g.name == "norm1"),
-            streamed_attention: kernel.cuda.ops.iter().any(|op| op.name == attention_rope_split_streamed::OP.name),
+            lazy_attention: kernel.cuda.ops.iter().any(|op| op.name == attention_rope_split_lazy::OP.name),
         })
     }
 

@@ -14,7 +14,7 @@ use std::fmt::Write;
 use et_core::TileOp;
 use et_core::ops::{
     argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_split,
-    attention_rope_split_streamed, embed, matvec, matvec_residual, matvec_silu, rms_norm, rms_norm_matvec,
+    attention_rope_split_lazy, embed, matvec, matvec_residual, matvec_silu, rms_norm, rms_norm_matvec,
     rms_norm_matvec_silu, rope_table,
 };
 
@@ -226,7 +226,7 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
     let heads = nkv * g * d;
     let inter = s.mt * s.nm;
     // the stamp's op for the attention pieces
-    let attention = if s.streamed_attention { &attention_rope_split_streamed::OP } else { &attention_rope_split::OP };
+    let attention = if s.lazy_attention { &attention_rope_split_lazy::OP } else { &attention_rope_split::OP };
     // the norm and the GEMV that reads it: two stages, or one fused stage
     let normed = |norm: Stage, gemv: Stage, fused: Stage| if s.fused_norms { vec![fused] } else { vec![norm, gemv] };
     [

@@ -51,8 +51,8 @@ use et_core::prelude::*;
 /// `norms = tasks(norm1, norm2, final)` runs the three norms as tile groups of those names;
 /// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
 /// `attention` is the op of the attention pieces: `attention_rope_split`, or
-/// `attention_rope_split_streamed` (the next rows in flight, for long pieces where the
-/// registers allow; no Llama stamp gains from it now, RESULTS run 19).
+/// `attention_rope_split_lazy` (a fold of fewer instructions for long pieces: from batch 8
+/// on, RESULTS run 22).
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
 /// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
@@ -384,23 +384,30 @@ macro_rules! llama_8b {
 
 // Up to batch 8 the norms run inside the GEMV tasks (the rows fit the arena: a hop and a
 // stage less per norm); from 32 on as tasks of their own (the fused form would stream
-// each weight tile once per 8 rows). Every stamp runs the plain attention pieces: the
-// pipelined form (`attention_rope_split_streamed`) was 3% faster at B = 32 while the
-// dynamic schedule's code shared the module (run 18), and 20% slower once each schedule
-// had a module of its own (2.640 against 3.169 ms, run 19; 8b follows the 1b figures
-// unmeasured); at 8 and 64 it never paid.
+// each weight tile once per 8 rows). Batch 1's attention pieces (64 positions at KV
+// 1024) take the plain op, whose one-warp path suits short pieces; from batch 8 on the
+// pieces are long and bound by the fold's instruction issue, and the lazy fold made the
+// step 4.6%, 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22; 8b follows the 1b
+// figures unmeasured).
 // The tiny config has both forms of each, so the CPU tests check every one against the
 // reference.
 tiny!(decode_tiny_b1, B = 1, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
-tiny!(decode_tiny_b2, B = 2, attention = attention_rope_split_streamed, norms = tasks(norm1, norm2, final_norm_row));
+tiny!(decode_tiny_b2, B = 2, attention = attention_rope_split_lazy, norms = tasks(norm1, norm2, final_norm_row));
 llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
-llama_1b!(decode_1b_b8, B = 8, S = 2, C = 4096, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_1b!(
+    decode_1b_b8,
+    B = 8,
+    S = 2,
+    C = 4096,
+    attention = attention_rope_split_lazy,
+    norms = fused(qkv_proj, mlp, head)
+);
 llama_1b!(
     decode_1b_b32,
     B = 32,
     S = 1,
     C = 8192,
-    attention = attention_rope_split,
+    attention = attention_rope_split_lazy,
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_1b!(
@@ -408,17 +415,24 @@ llama_1b!(
     B = 64,
     S = 1,
     C = 8192,
-    attention = attention_rope_split,
+    attention = attention_rope_split_lazy,
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
-llama_8b!(decode_8b_b8, B = 8, S = 2, C = 4096, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_8b!(
+    decode_8b_b8,
+    B = 8,
+    S = 2,
+    C = 4096,
+    attention = attention_rope_split_lazy,
+    norms = fused(qkv_proj, mlp, head)
+);
 llama_8b!(
     decode_8b_b32,
     B = 32,
     S = 1,
     C = 8192,
-    attention = attention_rope_split,
+    attention = attention_rope_split_lazy,
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_8b!(
@@ -426,6 +440,6 @@ llama_8b!(
     B = 64,
     S = 1,
     C = 8192,
-    attention = attention_rope_split,
+    attention = attention_rope_split_lazy,
     norms = tasks(norm1, norm2, final_norm_row)
 );

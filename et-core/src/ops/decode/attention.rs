@@ -10,6 +10,9 @@
 //! dimensions of every query head and its output accumulators in registers; the D/8
 //! lanes of a row group read one cache row (16-byte loads), so a warp reads 32·8/D rows
 //! at a time with an online softmax per row group, then row groups and warps combine.
+//! The fold of long chunks ([`attention_partial`], [`attention_rope_split_lazy`]) takes
+//! two rows per row group at a time and moves its running max lazily: those chunks are
+//! bound by instruction issue, not by memory.
 
 use super::decode_cuda;
 use crate::dtype::bf16;
@@ -27,14 +30,18 @@ macro_rules! chunk_cuda {
 //
 // A lane holds 8 dimensions of every query head and their output accumulators; the D/8
 // lanes of a row group read one cache row with 16-byte loads, so a warp reads 32*8/D rows
-// at a time, ET_ATTN_ROWS per row group in flight (2 unless -D in ET_NVRTC_OPTIONS says
-// otherwise, for side-by-side runs), with an online softmax per row group; then the
-// row groups of a warp combine by shuffles and the warps through shared memory.
+// at a time, with an online softmax per row group; then the row groups of a warp combine
+// by shuffles and the warps through shared memory. Two folds (LAZY):
 //
-// PIPELINED: a warp issues the loads of its next step before computing the current one
-// (two steps of rows in registers) and rescales the softmax once per step. Faster where
-// a piece takes many steps and the registers are there (large batches); inside a
-// megakernel at small batches the second step's registers spill (RESULTS run 17).
+// - LAZY false: each row group loads ET_ATTN_ROWS rows per step (2 unless -D in
+//   ET_NVRTC_OPTIONS says otherwise, for side-by-side runs) and updates its online
+//   softmax row by row; a chunk of a few rows runs on one warp. Tuned for the short
+//   pieces of batch 1.
+// - LAZY true (`chunk_rows`): two rows per row group at a time, in the log2 domain, with
+//   the running max moved only when a score passes it by 2^8. Long chunks are bound by
+//   the fold's instruction issue, not by memory (RESULTS run 22: ncu at 0.65 warps
+//   issued per scheduler, DRAM at 38%): this fold skips most rescales, and streaming the
+//   rows through a ring of bulk copies in shared memory instead was slower.
 //
 // Row `xr` (-1: none) is not read from k and v but from `s_new` (shared memory, 16-byte
 // aligned: the key's D bf16 values, then the value's): the new position of a decode step,
@@ -42,10 +49,79 @@ macro_rules! chunk_cuda {
 #ifndef ET_ATTN_ROWS
 #define ET_ATTN_ROWS 2
 #endif
-template <int SG, int SD, bool PIPELINED, class K, class V, class O, class M>
+
+// 2^x (the MUFU instruction, as __expf uses it after its multiply)
+__device__ __forceinline__ float attn_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// U loaded rows (`in`: the row exists) into a row group's online softmax, in the log2
+// domain (the queries carry the factor log2(e), so a weight is 2^(s - m)). The running
+// max moves lazily: only when a score exceeds it by more than ATTN_LAZY (weights up to
+// 2^8 in f32 are exact enough) does the warp rescale, so most rows skip the rescale's
+// exponentials and multiplies (the fold is issue-bound: RESULTS run 22). `mt` tracks the
+// true max, to which the caller moves m once at the end (the partials' max is exact).
+constexpr float ATTN_LAZY = 8.0f;
+template <int U, int GM>
+__device__ __forceinline__ void chunk_rows(const uint4 (&kb)[U], const uint4 (&vb)[U], const bool (&in)[U],
+                                           const float (&qr)[GM][8], int G, int lanes, float (&m)[GM], float (&mt)[GM],
+                                           float (&l)[GM], float (&acc)[GM][8]) {
+    float s[U][GM];
+    bool grow = false;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        float kf[8];
+        unpack8(kb[u], kf);
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            float d = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) d += qr[g][i] * kf[i];
+            for (int off = lanes / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+            s[u][g] = in[u] ? d : __int_as_float(0xff800000); // -inf: no such row
+            grow |= s[u][g] > m[g] + ATTN_LAZY;
+            mt[g] = fmaxf(mt[g], s[u][g]);
+        }
+    }
+    if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            float mn = m[g];
+#pragma unroll
+            for (int u = 0; u < U; ++u) mn = fmaxf(mn, s[u][g]);
+            const float corr = attn_ex2(m[g] - mn);
+            l[g] *= corr;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
+            m[g] = mn;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        float vf[8];
+        unpack8(vb[u], vf);
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            const float p = attn_ex2(s[u][g] - m[g]);
+            l[g] += p;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[g][i] += p * vf[i];
+        }
+    }
+}
+
+template <int SG, int SD, bool LAZY, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
                                                 M ml, const et::bf16* s_new = nullptr, int xr = -1) {
     constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
+    // LAZY folds in the log2 domain (chunk_rows): its maxima are log2-scaled until written
+    const auto ex = [](float x) { return LAZY ? attn_ex2(x) : __expf(x); };
+    constexpr float TO_LN = LAZY ? 0.69314718055994531f : 1.0f;
     __shared__ float s_m[32 * 8];
     __shared__ float s_lw[32 * 8];
     __shared__ float s_acc[4 * GM * DM];
@@ -64,7 +140,7 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
     // a warp takes R * groups rows per step: with no more valid rows than that (a short
     // context's last chunk), warp 0 does the whole chunk and no cross-warp combine runs
     constexpr int R = ET_ATTN_ROWS;
-    const bool one_warp = valid <= R * groups;
+    const bool one_warp = !LAZY && valid <= R * groups;
     if (one_warp && warp != 0) return;
     float qr[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
@@ -73,85 +149,44 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         l[g] = 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-            qr[g][i] = g < G ? s_q[g * D + d0 + i] * scale : 0.0f;
+            qr[g][i] = g < G ? s_q[g * D + d0 + i] * (LAZY ? scale * 1.4426950408889634f : scale) : 0.0f;
             acc[g][i] = 0.0f;
         }
     }
-    if constexpr (PIPELINED) {
-        // the next step's rows are loaded before this step's are used, so one step's
-        // loads are in flight while the previous one is computed, and the online softmax
-        // rescales once per step (R rows), not once per row
-        const int step = warps * groups * R;
-        const auto load_step = [&](int base, uint4 (&kb)[R], uint4 (&vb)[R]) {
+    if constexpr (LAZY) {
+        // the trip count is the warp's (its lanes shuffle together); row groups past the
+        // chunk's rows fold in nothing
+        const int row_groups = warps * groups;
+        float mt[GM];
 #pragma unroll
-            for (int u = 0; u < R; ++u) {
-                const int row = base + u * groups + rg;
+        for (int g = 0; g < GM; ++g) mt[g] = -1e30f;
+#pragma unroll 1
+        for (int i = warp * groups; i < valid; i += 2 * row_groups) {
+            uint4 kb[2], vb[2];
+            bool in[2];
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int row = i + rg + u * row_groups;
+                in[u] = row < valid;
                 if (row == xr) {
                     kb[u] = *reinterpret_cast<const uint4*>(s_new + d0);
                     vb[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
-                } else if (row < valid) {
-                    kb[u] = load8<false>(k.ptr + (long long)row * k.stride[1], d0, D, k.stride[2], vec);
-                    vb[u] = load8<false>(v.ptr + (long long)row * v.stride[1], d0, D, v.stride[2], vec);
                 } else {
-                    kb[u] = make_uint4(0, 0, 0, 0);
-                    vb[u] = make_uint4(0, 0, 0, 0);
+                    kb[u] = in[u] ? load8<false>(k.ptr + (long long)row * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                    vb[u] = in[u] ? load8<false>(v.ptr + (long long)row * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
                 }
             }
-        };
-        uint4 kv[R], vv[R];
-        load_step(warp * groups * R, kv, vv);
-#pragma unroll 1
-        for (int base = warp * groups * R; base < valid; base += step) {
-            uint4 kn[R], vn[R];
-            if (base + step < valid) load_step(base + step, kn, vn);
-            float s[R][GM];
+            chunk_rows<2, GM>(kb, vb, in, qr, G, lanes, m, mt, l, acc);
+        }
+        // the lazy max to the true one
 #pragma unroll
-            for (int u = 0; u < R; ++u) {
-                float kf[8];
-                unpack8(kv[u], kf);
-                const bool in = base + u * groups + rg < valid;
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            const float corr = attn_ex2(m[g] - mt[g]);
+            l[g] *= corr;
 #pragma unroll
-                for (int g = 0; g < GM; ++g) {
-                    if (g >= G) break;
-                    float d = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) d += qr[g][i] * kf[i];
-                    for (int off = lanes / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-                    s[u][g] = in ? d : __int_as_float(0xff800000); // -inf: no such row
-                }
-            }
-#pragma unroll
-            for (int g = 0; g < GM; ++g) {
-                if (g >= G) break;
-                float mn = m[g];
-#pragma unroll
-                for (int u = 0; u < R; ++u) mn = fmaxf(mn, s[u][g]);
-                const float corr = __expf(m[g] - mn);
-                l[g] *= corr;
-#pragma unroll
-                for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
-                m[g] = mn;
-            }
-#pragma unroll
-            for (int u = 0; u < R; ++u) {
-                float vf[8];
-                unpack8(vv[u], vf);
-#pragma unroll
-                for (int g = 0; g < GM; ++g) {
-                    if (g >= G) break;
-                    const float p = __expf(s[u][g] - m[g]);
-                    l[g] += p;
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) acc[g][i] += p * vf[i];
-                }
-            }
-            if (base + step < valid) {
-#pragma unroll
-                for (int u = 0; u < R; ++u) {
-                    kv[u] = kn[u];
-                    vv[u] = vn[u];
-                }
-            }
+            for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
+            m[g] = mt[g];
         }
     } else {
         for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
@@ -199,7 +234,7 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         if (g >= G) break;
         for (int off = lanes; off < 32; off <<= 1) {
             const float mo = __shfl_xor_sync(0xffffffffu, m[g], off), lo = __shfl_xor_sync(0xffffffffu, l[g], off);
-            const float mn = fmaxf(m[g], mo), ca = __expf(m[g] - mn), cb = __expf(mo - mn);
+            const float mn = fmaxf(m[g], mo), ca = ex(m[g] - mn), cb = ex(mo - mn);
             l[g] = l[g] * ca + lo * cb;
 #pragma unroll
             for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ca + __shfl_xor_sync(0xffffffffu, acc[g][i], off) * cb;
@@ -219,7 +254,7 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
                 for (int i = 0; i < 8; ++i) o(g, d0 + i) = acc[g][i];
             }
             if (lane == 0) {
-                ml(g, 0) = l[g] > 0.0f ? m[g] : __int_as_float(0xff800000);
+                ml(g, 0) = l[g] > 0.0f ? m[g] * TO_LN : __int_as_float(0xff800000);
                 ml(g, 1) = l[g];
             }
         }
@@ -241,7 +276,7 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
         if (threadIdx.x == g) mine = mx;
-        c[g] = l[g] > 0.0f ? __expf(m[g] - mx) : 0.0f;
+        c[g] = l[g] > 0.0f ? ex(m[g] - mx) : 0.0f;
     }
     const int rounds = (warps + 3) / 4, slots = warps < 4 ? warps : 4;
     for (int r = 0; r < rounds; ++r) {
@@ -269,24 +304,23 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         float l = 0.0f;
         for (int w = 0; w < warps; ++w) {
             const float lw = s_lw[w * 8 + threadIdx.x];
-            if (lw > 0.0f) l += lw * __expf(s_m[w * 8 + threadIdx.x] - mine);
+            if (lw > 0.0f) l += lw * ex(s_m[w * 8 + threadIdx.x] - mine);
         }
-        ml(threadIdx.x, 0) = l > 0.0f ? mine : __int_as_float(0xff800000); // -inf: an empty chunk
+        ml(threadIdx.x, 0) = l > 0.0f ? mine * TO_LN : __int_as_float(0xff800000); // -inf: an empty chunk
         ml(threadIdx.x, 1) = l;
     }
 }
 
-// The decode step's piece (`attention_rope_split` and `attention_rope_split_streamed`,
-// which differ only in PIPELINED): RoPE of the queries and the new key, then the piece's
-// rows of the cache.
-template <bool PIPELINED, class QKV, class P, class CS, class K, class V, class O, class M>
+// The decode step's piece (`attention_rope_split`, and `attention_rope_split_lazy` with
+// LAZY): RoPE of the queries and the new key, then the piece's rows of the cache.
+template <bool LAZY, class QKV, class P, class CS, class K, class V, class O, class M>
 __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
                                                  K kc, V vc, O o, M ml) {
     __shared__ float s_q[8 * 128];
     __shared__ __align__(16) et::bf16 s_new[2 * 128];
     constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
-    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_split(_streamed): 1 to 8 query heads per KV head");
-    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_split(_streamed): the head dimension must be 64 or 128");
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_split(_lazy): 1 to 8 query heads per KV head");
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_split(_lazy): the head dimension must be 64 or 128");
     const int G = SG >= 1 ? SG : o.shape[0], D = SD >= 1 ? SD : o.shape[1], half = D / 2, L = kc.shape[1];
     const int p = pos.ptr[0];
     // positions 0 ..= p, split evenly: this piece is [lo, hi); past the cache nothing is read
@@ -294,6 +328,10 @@ __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long lon
     const long long lo = part * n / parts, hi = (part + 1) * n / parts;
     const bool mine = lo <= p && p < hi; // the new position is this piece's last row
     const int valid = (int)(hi - lo);
+    K k = kc;
+    V v = vc;
+    k.ptr += lo * kc.stride[1];
+    v.ptr += lo * vc.stride[1];
     if (valid > 0) {
         // pair e of the G query heads and of the key (head G) turns by the same angle
         for (int t = threadIdx.x; t < (G + 1) * half; t += blockDim.x) {
@@ -314,11 +352,7 @@ __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long lon
         // the queries, and the new key and value, are read by other threads below
         __syncthreads();
     }
-    K k = kc;
-    V v = vc;
-    k.ptr += lo * kc.stride[1];
-    v.ptr += lo * vc.stride[1];
-    attention_chunk<SG, SD, PIPELINED>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
+    attention_chunk<SG, SD, LAZY>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
 }
 "#] $body)
     };
@@ -338,7 +372,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
         for (int e = threadIdx.x; e < G * D; e += blockDim.x) s_q[e] = et::to_float(q(e / D, e % D));
         __syncthreads();
     }
-    attention_chunk<SG, SD, false>(s_q, G, D, k, v, valid, scale, o, ml);
+    attention_chunk<SG, SD, true>(s_q, G, D, k, v, valid, scale, o, ml);
 }
 "#);
     contract {
@@ -356,6 +390,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
     /// (the run-time length). With `s_p = scale · q·k_p` over the chunk's valid positions,
     /// writes `ml[g] = [max_p s_p, Σ_p e^(s_p - max)]` and `o[g] = Σ_p e^(s_p - max) v_p`
     /// (unnormalised, f32). A chunk with no valid position writes `[-inf, 0]` and zeros.
+    /// Its fold is the lazy one of [`attention_rope_split_lazy`].
     #[allow(clippy::too_many_arguments)]
     pub fn attention_partial(
         q: TileRef<'_, bf16, 2>,
@@ -377,7 +412,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
 /// The two forms of a RoPE split-KV attention piece: the same contract, arguments and
 /// CPU half ([`rope_split_reference`]); only their CUDA differs.
 macro_rules! rope_split_op {
-    ($cuda:expr; $(#[$doc:meta])* $name:ident) => {
+    ($cuda:expr; docs { $(#[$doc:meta])* } $name:ident) => {
         crate::tile_op! { cuda = $cuda;
             contract {
                 o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
@@ -416,6 +451,7 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
     rope_split_piece<false>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
+    docs {
     /// RoPE and piece `part` of `parts` of decode attention, for one sequence and one KV
     /// head at the run-time position `p = pos[0]`: `qkv` is `[1, (G + 2) · D]` (the `G`
     /// query heads, the key, the value: a row slice of a fused QKV projection), `kc` and
@@ -429,33 +465,37 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
     /// unnormalised output and `[max, sum]` per query head as [`attention_partial`]
     /// (`[-inf, 0]` and zeros for an empty piece); [`attention_merge`] combines the
     /// pieces. Positions at or past `L` are not read.
+    }
     attention_rope_split
 }
 
 rope_split_op! { chunk_cuda!(r#"
-// ET_ATTN_NO_STREAM (in ET_NVRTC_OPTIONS) compiles this op as attention_rope_split, for
+// ET_ATTN_NO_LAZY (in ET_NVRTC_OPTIONS) compiles this op as attention_rope_split, for
 // side-by-side runs of the same stamps
-#ifdef ET_ATTN_NO_STREAM
-#define ET_ATTN_STREAM false
+#ifdef ET_ATTN_NO_LAZY
+#define ET_ATTN_LAZY false
 #else
-#define ET_ATTN_STREAM true
+#define ET_ATTN_LAZY true
 #endif
 template <class QKV, class P, class CS, class K, class V, class O, class M>
-__device__ void attention_rope_split_streamed(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
-                                              K kc, V vc, O o, M ml) {
-    rope_split_piece<ET_ATTN_STREAM>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
+__device__ void attention_rope_split_lazy(QKV qkv, P pos, CS cs, long long part, long long parts, float scale, K kc,
+                                          V vc, O o, M ml) {
+    rope_split_piece<ET_ATTN_LAZY>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
-    /// [`attention_rope_split`] for long pieces: the same values, with each warp's next
-    /// rows of the cache in flight while it computes the current ones (two steps of rows in
-    /// registers). It pays only where a piece takes several steps and the kernel has the
-    /// registers to spare: the Llama step at B = 32 gained 3% with it while both schedules
-    /// shared a module (RESULTS run 18) and lost 20% in the static schedule's own module
-    /// (run 19); at small batches the plain op is faster (run 17), at B = 64 no faster.
-    attention_rope_split_streamed
+    docs {
+    /// [`attention_rope_split`] for long pieces: the same values up to rounding, with a
+    /// fold of fewer instructions. Each row group takes two rows at a time, in the log2
+    /// domain, and moves its running max only when a score passes it by a factor of 2^8,
+    /// so most rows skip the rescale (the max written out is the true one). Long pieces
+    /// are bound by instruction issue, not by memory: the Llama step with it is 4.6%,
+    /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). Batch 1's short pieces
+    /// keep [`attention_rope_split`], whose one-warp path suits a few rows.
+    }
+    attention_rope_split_lazy
 }
 
-/// The CPU half of [`attention_rope_split`] and [`attention_rope_split_streamed`].
+/// The CPU half of [`attention_rope_split`] and [`attention_rope_split_lazy`].
 #[allow(clippy::too_many_arguments)]
 fn rope_split_reference(
     qkv: TileRef<'_, bf16, 2>,

@@ -127,7 +127,7 @@ macro_rules! attention_kernel {
         }
 
         /// The same step as the Llama megakernel runs it: RoPE fused into the pieces
-        /// (`attention_rope_split`, or its `_streamed` form, on a fused QKV row per KV head, the positions split
+        /// (`attention_rope_split`, or its `_lazy` form, on a fused QKV row per KV head, the positions split
         /// evenly over the `S` pieces), merged into one `[1, G · D]` row per KV head, then
         /// the key and value appended (`attention_kv_append`):
         #[doc = stringify!($g, $d, $l, $c, $s)]
@@ -192,18 +192,18 @@ attention_kernel!(
 attention_kernel!(
     decode_attention_g8_d64,
     fused_attention_g8_d64,
-    attention_rope_split_streamed,
+    attention_rope_split_lazy,
     8,
     64,
     1024,
-    128,
-    8,
+    256,
+    4,
     0.125
 );
 attention_kernel!(
     decode_attention_32k,
     fused_attention_32k,
-    attention_rope_split_streamed,
+    attention_rope_split_lazy,
     4,
     128,
     32768,
@@ -371,7 +371,7 @@ pub fn check_gemv<B: Backend>(
 pub enum Attention {
     /// 4 query heads per KV head, head dim 128, cache 1024 in 4 chunks.
     G4D128,
-    /// 8 query heads per KV head, head dim 64, cache 1024 in 8 chunks.
+    /// 8 query heads per KV head, head dim 64, cache 1024 in 4 chunks.
     G8D64,
     /// 4 query heads per KV head, head dim 128, cache 32768 in 32 chunks.
     Long,
@@ -393,7 +393,7 @@ pub fn check_attention<B: Backend>(
 ) {
     let (g, d, l, s) = match which {
         Attention::G4D128 => (4, 128, 1024, 4),
-        Attention::G8D64 => (8, 64, 1024, 8),
+        Attention::G8D64 => (8, 64, 1024, 4),
         Attention::Long => (4, 128, 32768, 32),
     };
     let q = Tensor::<bf16>::random(&[heads * g, d], seed);
