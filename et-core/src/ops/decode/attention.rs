@@ -328,10 +328,6 @@ __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long lon
     const long long lo = part * n / parts, hi = (part + 1) * n / parts;
     const bool mine = lo <= p && p < hi; // the new position is this piece's last row
     const int valid = (int)(hi - lo);
-    K k = kc;
-    V v = vc;
-    k.ptr += lo * kc.stride[1];
-    v.ptr += lo * vc.stride[1];
     if (valid > 0) {
         // pair e of the G query heads and of the key (head G) turns by the same angle
         for (int t = threadIdx.x; t < (G + 1) * half; t += blockDim.x) {
@@ -352,6 +348,10 @@ __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long lon
         // the queries, and the new key and value, are read by other threads below
         __syncthreads();
     }
+    K k = kc;
+    V v = vc;
+    k.ptr += lo * kc.stride[1];
+    v.ptr += lo * vc.stride[1];
     attention_chunk<SG, SD, LAZY>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
 }
 "#] $body)
@@ -412,7 +412,7 @@ __device__ void attention_partial(Q q, K k, V v, N len, long long start, float s
 /// The two forms of a RoPE split-KV attention piece: the same contract, arguments and
 /// CPU half ([`rope_split_reference`]); only their CUDA differs.
 macro_rules! rope_split_op {
-    ($cuda:expr; docs { $(#[$doc:meta])* } $name:ident) => {
+    ($cuda:expr; $(#[$doc:meta])* $name:ident) => {
         crate::tile_op! { cuda = $cuda;
             contract {
                 o[1] == 64 || o[1] == 128 => "the head dimension (o's columns) must be 64 or 128",
@@ -451,7 +451,6 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
     rope_split_piece<false>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
-    docs {
     /// RoPE and piece `part` of `parts` of decode attention, for one sequence and one KV
     /// head at the run-time position `p = pos[0]`: `qkv` is `[1, (G + 2) · D]` (the `G`
     /// query heads, the key, the value: a row slice of a fused QKV projection), `kc` and
@@ -465,7 +464,6 @@ __device__ void attention_rope_split(QKV qkv, P pos, CS cs, long long part, long
     /// unnormalised output and `[max, sum]` per query head as [`attention_partial`]
     /// (`[-inf, 0]` and zeros for an empty piece); [`attention_merge`] combines the
     /// pieces. Positions at or past `L` are not read.
-    }
     attention_rope_split
 }
 
@@ -483,7 +481,6 @@ __device__ void attention_rope_split_lazy(QKV qkv, P pos, CS cs, long long part,
     rope_split_piece<ET_ATTN_LAZY>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
-    docs {
     /// [`attention_rope_split`] for long pieces: the same values up to rounding, with a
     /// fold of fewer instructions. Each row group takes two rows at a time, in the log2
     /// domain, and moves its running max only when a score passes it by a factor of 2^8,
@@ -491,7 +488,6 @@ __device__ void attention_rope_split_lazy(QKV qkv, P pos, CS cs, long long part,
     /// are bound by instruction issue, not by memory: the Llama step with it is 4.6%,
     /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). Batch 1's short pieces
     /// keep [`attention_rope_split`], whose one-warp path suits a few rows.
-    }
     attention_rope_split_lazy
 }
 
