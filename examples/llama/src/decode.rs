@@ -388,7 +388,8 @@ macro_rules! llama_8b {
 // 1024) take the plain op, whose one-warp path suits short pieces; from batch 8 on the
 // pieces are long and bound by the fold's instruction issue, and the lazy fold made the
 // step 4.6%, 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22; 8b follows the 1b
-// figures unmeasured).
+// figures unmeasured); at 1b's head dim 64 that fold runs on the tensor cores (B = 32
+// 11% faster again, B = 8 level, B = 64 1.7% slower: RESULTS run 23).
 // The tiny config has both forms of each, so the CPU tests check every one against the
 // reference.
 tiny!(decode_tiny_b1, B = 1, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));

@@ -10,9 +10,10 @@
 //! dimensions of every query head and its output accumulators in registers; the D/8
 //! lanes of a row group read one cache row (16-byte loads), so a warp reads 32·8/D rows
 //! at a time with an online softmax per row group, then row groups and warps combine.
-//! The fold of long chunks ([`attention_partial`], [`attention_rope_split_lazy`]) takes
-//! two rows per row group at a time and moves its running max lazily: those chunks are
-//! bound by instruction issue, not by memory.
+//! The fold of long chunks ([`attention_partial`], [`attention_rope_split_lazy`]) moves
+//! its running max lazily and, at head dim 64, runs on the tensor cores (`mma.m16n8k16`,
+//! 16 rows a warp step); at head dim 128 it takes two rows per row group at a time on
+//! the CUDA cores. Those chunks are bound by instruction issue, not by memory.
 
 use super::decode_cuda;
 use crate::dtype::bf16;
@@ -41,7 +42,8 @@ macro_rules! chunk_cuda {
 //   the running max moved only when a score passes it by 2^8. Long chunks are bound by
 //   the fold's instruction issue, not by memory (RESULTS run 22: ncu at 0.65 warps
 //   issued per scheduler, DRAM at 38%): this fold skips most rescales, and streaming the
-//   rows through a ring of bulk copies in shared memory instead was slower.
+//   rows through a ring of bulk copies in shared memory instead was slower. At head dim
+//   64 the same lazy fold runs on the tensor cores instead (`mma_fold`, below).
 //
 // Row `xr` (-1: none) is not read from k and v but from `s_new` (shared memory, 16-byte
 // aligned: the key's D bf16 values, then the value's): the new position of a decode step,
@@ -115,6 +117,142 @@ __device__ __forceinline__ void chunk_rows(const uint4 (&kb)[U], const uint4 (&v
     }
 }
 
+// The lazy fold of head dim 64 on the tensor cores (`mma.m16n8k16`, bf16 in, f32
+// accumulate): a warp takes 16 cache rows a step. S = Q·Kᵀ has the G query heads as the
+// rows of A (the rows from G on are zero) and the step's rows as two 8-column tiles; its
+// C fragments are, as they stand, the A fragments of P for O = P·V. The sums over the
+// head dimension and over the rows do not depend on their order, so each side takes the
+// order that lets a lane read whole 16-byte pieces of the cache: lane (g = lane / 4,
+// t = lane % 4) reads dims [8t, 8t + 8) and [32 + 8t, 32 + 8t + 8) of key rows g and 8 + g
+// (k step s takes words 2(s % 2), 2(s % 2) + 1 of piece s / 2: the B fragment as loaded,
+// the queries' A fragment packed to match), and dims [8g, 8g + 8) of value rows 2t,
+// 2t + 1, 2t + 8, 2t + 9 (output column tile n pairs element n of those rows with
+// `prmt`, so the lane's O fragment holds dims 16t + n and 16t + 8 + n of head g). P
+// enters the mma as bf16 twice, its rounding and the rest (ET_ATTN_P_SPLIT, default 1),
+// so the weights keep about 16 bits as in the f32 fold. ET_ATTN_NO_MMA keeps the CUDA-core
+// lazy fold for side-by-side runs.
+#ifndef ET_ATTN_P_SPLIT
+#define ET_ATTN_P_SPLIT 1
+#endif
+__device__ __forceinline__ void attn_mma(float (&c)[4], unsigned a0, unsigned a2, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned attn_word(const uint4& v, int w) {
+    return w == 0 ? v.x : (w == 1 ? v.y : (w == 2 ? v.z : v.w));
+}
+// Eight bf16 of cache row `row` at dim `d`: zeros past `valid`, the step's new key or value
+// (`fresh`, shared memory) at row `xr`.
+template <class T>
+__device__ __forceinline__ uint4 attn_piece(const T& c, int row, int d, int valid, int xr, const et::bf16* fresh,
+                                            bool vec) {
+    if (row >= valid) return make_uint4(0, 0, 0, 0);
+    if (row == xr) return *reinterpret_cast<const uint4*>(fresh + d);
+    return load8<false>(c.ptr + (long long)row * c.stride[1], d, 64, c.stride[2], vec);
+}
+// The fold of rows [0, valid) for head g = lane / 4 (`hv`: g < G): on return m is the
+// true max (log2 domain), l the lane's part of the sum (the caller adds the 4 lanes of
+// a head) and oc the O fragments.
+template <class K, class V>
+__device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int valid, float qs, bool vec,
+                                         const et::bf16* s_new, int xr, float& m, float& l, float (&oc)[8][4]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, g = lane >> 2, t = lane & 3;
+    const bool hv = g < G;
+    unsigned qa[4][2];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        const float* q = s_q + g * 64 + 8 * (t + 4 * (s >> 1)) + 4 * (s & 1);
+        qa[s][0] = hv ? pack2(q[0], q[1]) : 0u;
+        qa[s][1] = hv ? pack2(q[2], q[3]) : 0u;
+    }
+    float mt = -1e30f;
+    m = -1e30f;
+    l = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) oc[n][i] = 0.0f;
+    // moves the running max to mn: the sum and the accumulators (the lane's head g) rescale
+    const auto move_max = [&](float mn) {
+        const float corr = attn_ex2(m - mn);
+        l *= corr;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            oc[n][0] *= corr;
+            oc[n][1] *= corr;
+        }
+        m = mn;
+    };
+    // the lane's 16-byte pieces of the 16 rows from r0: keys rows g and 8 + g, values rows
+    // 2t, 2t + 1, 2t + 8, 2t + 9
+    const auto load = [&](int r0, uint4 (&kq)[2][2], uint4 (&vq)[4]) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) kq[j][c] = attn_piece(k, r0 + 8 * j + g, 8 * (t + 4 * c), valid, xr, s_new, vec);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) vq[i] = attn_piece(v, r0 + 2 * t + (i & 1) + 8 * (i >> 1), 8 * g, valid, xr, s_new + 64, vec);
+    };
+    // one block of loads in flight per warp: loading the next block before folding this
+    // one cost 8-21% (its 32 registers; RESULTS run 23)
+#pragma unroll 1
+    for (int r0 = warp * 16; r0 < valid; r0 += warps * 16) {
+        uint4 kq[2][2], vq[4];
+        load(r0, kq, vq);
+        float sc[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) sc[j][i] = 0.0f;
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+                attn_mma(sc[j], qa[s][0], qa[s][1], attn_word(kq[j][s >> 1], 2 * (s & 1)),
+                         attn_word(kq[j][s >> 1], 2 * (s & 1) + 1));
+        }
+        // lane's scores: head g, rows r0 + 8j + 2t + e
+        float bm = __int_as_float(0xff800000);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float x = hv && r0 + 8 * j + 2 * t + e < valid ? sc[j][e] * qs : __int_as_float(0xff800000);
+                sc[j][e] = x;
+                bm = fmaxf(bm, x);
+            }
+        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 1));
+        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 2));
+        mt = fmaxf(mt, bm);
+        if (__any_sync(0xffffffffu, bm > m + ATTN_LAZY)) move_max(fmaxf(m, bm));
+        float p[2][2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                p[j][e] = attn_ex2(sc[j][e] - m);
+                l += p[j][e];
+            }
+        const unsigned ph0 = pack2(p[0][0], p[0][1]), ph1 = pack2(p[1][0], p[1][1]);
+#if ET_ATTN_P_SPLIT
+        const unsigned pl0 = pack2(p[0][0] - bf_lo(ph0), p[0][1] - bf_hi(ph0));
+        const unsigned pl1 = pack2(p[1][0] - bf_lo(ph1), p[1][1] - bf_hi(ph1));
+#endif
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            const unsigned sel = (n & 1) ? 0x7632u : 0x5410u;
+            const unsigned b0 = __byte_perm(attn_word(vq[0], n >> 1), attn_word(vq[1], n >> 1), sel);
+            const unsigned b1 = __byte_perm(attn_word(vq[2], n >> 1), attn_word(vq[3], n >> 1), sel);
+            attn_mma(oc[n], ph0, ph1, b0, b1);
+#if ET_ATTN_P_SPLIT
+            attn_mma(oc[n], pl0, pl1, b0, b1);
+#endif
+        }
+    }
+    // the lazy max to the true one
+    move_max(mt);
+}
+
 template <int SG, int SD, bool LAZY, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
                                                 M ml, const et::bf16* s_new = nullptr, int xr = -1) {
@@ -135,164 +273,204 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         }
         return;
     }
-    const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
     const bool vec = vec_rows(k.ptr, k.stride[1], k.stride[2]) && vec_rows(v.ptr, v.stride[1], v.stride[2]);
-    // a warp takes R * groups rows per step: with no more valid rows than that (a short
-    // context's last chunk), warp 0 does the whole chunk and no cross-warp combine runs
-    constexpr int R = ET_ATTN_ROWS;
-    const bool one_warp = !LAZY && valid <= R * groups;
-    if (one_warp && warp != 0) return;
-    float qr[GM][8], acc[GM][8], m[GM], l[GM];
-#pragma unroll
-    for (int g = 0; g < GM; ++g) {
-        m[g] = -1e30f;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            qr[g][i] = g < G ? s_q[g * D + d0 + i] * (LAZY ? scale * 1.4426950408889634f : scale) : 0.0f;
-            acc[g][i] = 0.0f;
+    float mine = -1e30f; // head threadIdx.x's block max, for thread g < G
+    int slots;           // the shared-memory slots the warps' outputs were summed into
+#ifdef ET_ATTN_NO_MMA
+    constexpr bool MMA = false;
+#else
+    constexpr bool MMA = LAZY && SD == 64;
+#endif
+    if constexpr (MMA) {
+        const int g = lane >> 2, t = lane & 3;
+        const bool hv = g < G;
+        float m, l, oc[8][4];
+        mma_fold(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, m, l, oc);
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        if (t == 0 && hv) {
+            s_m[warp * 8 + g] = m;
+            s_lw[warp * 8 + g] = l;
         }
-    }
-    if constexpr (LAZY) {
-        // the trip count is the warp's (its lanes shuffle together); row groups past the
-        // chunk's rows fold in nothing
-        const int row_groups = warps * groups;
-        float mt[GM];
+        __syncthreads();
+        float mx = -1e30f;
+        for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[w * 8 + (hv ? g : 0)]);
+        if (threadIdx.x < G)
+            for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[w * 8 + threadIdx.x]);
+        const float c = hv && l > 0.0f ? attn_ex2(m - mx) : 0.0f;
+        // the warps' rescaled outputs summed in 4 slots, round by round (as below)
+        const int rounds = (warps + 3) / 4;
+        slots = warps < 4 ? warps : 4;
+        for (int r = 0; r < rounds; ++r) {
+            if ((warp >> 2) == r && hv) {
+                float* slot = s_acc + (warp & 3) * (GM * DM) + g * DM + 16 * t;
 #pragma unroll
-        for (int g = 0; g < GM; ++g) mt[g] = -1e30f;
-#pragma unroll 1
-        for (int i = warp * groups; i < valid; i += 2 * row_groups) {
-            uint4 kb[2], vb[2];
-            bool in[2];
-#pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                const int row = i + rg + u * row_groups;
-                in[u] = row < valid;
-                if (row == xr) {
-                    kb[u] = *reinterpret_cast<const uint4*>(s_new + d0);
-                    vb[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
-                } else {
-                    kb[u] = in[u] ? load8<false>(k.ptr + (long long)row * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
-                    vb[u] = in[u] ? load8<false>(v.ptr + (long long)row * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                for (int n = 0; n < 8; ++n) {
+                    slot[n] = r == 0 ? oc[n][0] * c : slot[n] + oc[n][0] * c;
+                    slot[8 + n] = r == 0 ? oc[n][1] * c : slot[8 + n] + oc[n][1] * c;
                 }
             }
-            chunk_rows<2, GM>(kb, vb, in, qr, G, lanes, m, mt, l, acc);
-        }
-        // the lazy max to the true one
-#pragma unroll
-        for (int g = 0; g < GM; ++g) {
-            if (g >= G) break;
-            const float corr = attn_ex2(m[g] - mt[g]);
-            l[g] *= corr;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
-            m[g] = mt[g];
+            __syncthreads();
         }
     } else {
-        for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
-            uint4 kv[R], vv[R];
-            int rows[R];
-    #pragma unroll
-            for (int u = 0; u < R; ++u) {
-                rows[u] = base + u * groups + rg;
-                const bool in = rows[u] < valid;
-                if (rows[u] == xr) {
-                    kv[u] = *reinterpret_cast<const uint4*>(s_new + d0);
-                    vv[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
-                } else {
-                    kv[u] = in ? load8<false>(k.ptr + (long long)rows[u] * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
-                    vv[u] = in ? load8<false>(v.ptr + (long long)rows[u] * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
-                }
-            }
-    #pragma unroll
-            for (int u = 0; u < R; ++u) {
-                float kf[8], vf[8];
-                unpack8(kv[u], kf);
-                unpack8(vv[u], vf);
-                const bool in = rows[u] < valid;
-    #pragma unroll
-                for (int g = 0; g < GM; ++g) {
-                    if (g >= G) break;
-                    float s = 0.0f;
-    #pragma unroll
-                    for (int i = 0; i < 8; ++i) s += qr[g][i] * kf[i];
-                    for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-                    if (!in) continue;
-                    const float mn = fmaxf(m[g], s), corr = __expf(m[g] - mn), p = __expf(s - mn);
-                    l[g] = l[g] * corr + p;
-    #pragma unroll
-                    for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vf[i];
-                    m[g] = mn;
-                }
-            }
-        }
-    }
-    // combine the row groups of the warp (lanes `lanes` apart hold the same dimensions);
-    // afterwards every lane of the warp holds the warp's m and l of each head
-#pragma unroll
-    for (int g = 0; g < GM; ++g) {
-        if (g >= G) break;
-        for (int off = lanes; off < 32; off <<= 1) {
-            const float mo = __shfl_xor_sync(0xffffffffu, m[g], off), lo = __shfl_xor_sync(0xffffffffu, l[g], off);
-            const float mn = fmaxf(m[g], mo), ca = ex(m[g] - mn), cb = ex(mo - mn);
-            l[g] = l[g] * ca + lo * cb;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ca + __shfl_xor_sync(0xffffffffu, acc[g][i], off) * cb;
-            m[g] = mn;
-        }
-        if (lane == 0) {
-            s_m[warp * 8 + g] = m[g];
-            s_lw[warp * 8 + g] = l[g];
-        }
-    }
-    if (one_warp) {
+        const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
+        // a warp takes R * groups rows per step: with no more valid rows than that (a short
+        // context's last chunk), warp 0 does the whole chunk and no cross-warp combine runs
+        constexpr int R = ET_ATTN_ROWS;
+        const bool one_warp = !LAZY && valid <= R * groups;
+        if (one_warp && warp != 0) return;
+        float qr[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
-            if (g >= G) break;
-            if (lane < lanes) {
+            m[g] = -1e30f;
+            l[g] = 0.0f;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) o(g, d0 + i) = acc[g][i];
-            }
-            if (lane == 0) {
-                ml(g, 0) = l[g] > 0.0f ? m[g] * TO_LN : __int_as_float(0xff800000);
-                ml(g, 1) = l[g];
+            for (int i = 0; i < 8; ++i) {
+                qr[g][i] = g < G ? s_q[g * D + d0 + i] * (LAZY ? scale * 1.4426950408889634f : scale) : 0.0f;
+                acc[g][i] = 0.0f;
             }
         }
-        return;
-    }
-    __syncthreads();
-    // The block's max per head, by a warp-wide reduction over the warps' maxima (every
-    // warp computes it); then the warps' rescaled outputs are summed in 4 slots of shared
-    // memory, round by round (warp w adds into slot w % 4 in round w / 4), with plain
-    // stores: float atomics on shared memory are compare-and-swap loops, and 16 warps on
-    // the same addresses serialise them (measured: 4 us of a chunk task).
-    float mine = -1e30f; // head threadIdx.x's block max, for thread g < G
-    float c[GM];
+        if constexpr (LAZY) {
+            // the trip count is the warp's (its lanes shuffle together); row groups past the
+            // chunk's rows fold in nothing
+            const int row_groups = warps * groups;
+            float mt[GM];
 #pragma unroll
-    for (int g = 0; g < GM; ++g) {
-        c[g] = 0.0f;
-        if (g >= G) break;
-        float mx = lane < warps ? s_m[lane * 8 + g] : -1e30f;
+            for (int g = 0; g < GM; ++g) mt[g] = -1e30f;
+#pragma unroll 1
+            for (int i = warp * groups; i < valid; i += 2 * row_groups) {
+                uint4 kb[2], vb[2];
+                bool in[2];
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-        if (threadIdx.x == g) mine = mx;
-        c[g] = l[g] > 0.0f ? ex(m[g] - mx) : 0.0f;
-    }
-    const int rounds = (warps + 3) / 4, slots = warps < 4 ? warps : 4;
-    for (int r = 0; r < rounds; ++r) {
-        if ((warp >> 2) == r && lane < lanes) {
-            float* slot = s_acc + (warp & 3) * (GM * DM);
+                for (int u = 0; u < 2; ++u) {
+                    const int row = i + rg + u * row_groups;
+                    in[u] = row < valid;
+                    if (row == xr) {
+                        kb[u] = *reinterpret_cast<const uint4*>(s_new + d0);
+                        vb[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
+                    } else {
+                        kb[u] = in[u] ? load8<false>(k.ptr + (long long)row * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                        vb[u] = in[u] ? load8<false>(v.ptr + (long long)row * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                    }
+                }
+                chunk_rows<2, GM>(kb, vb, in, qr, G, lanes, m, mt, l, acc);
+            }
+            // the lazy max to the true one
 #pragma unroll
             for (int g = 0; g < GM; ++g) {
                 if (g >= G) break;
+                const float corr = attn_ex2(m[g] - mt[g]);
+                l[g] *= corr;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float v = acc[g][i] * c[g];
-                    slot[g * DM + d0 + i] = r == 0 ? v : slot[g * DM + d0 + i] + v;
+                for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
+                m[g] = mt[g];
+            }
+        } else {
+            for (int base = warp * groups * R; base < valid; base += warps * groups * R) {
+                uint4 kv[R], vv[R];
+                int rows[R];
+        #pragma unroll
+                for (int u = 0; u < R; ++u) {
+                    rows[u] = base + u * groups + rg;
+                    const bool in = rows[u] < valid;
+                    if (rows[u] == xr) {
+                        kv[u] = *reinterpret_cast<const uint4*>(s_new + d0);
+                        vv[u] = *reinterpret_cast<const uint4*>(s_new + D + d0);
+                    } else {
+                        kv[u] = in ? load8<false>(k.ptr + (long long)rows[u] * k.stride[1], d0, D, k.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                        vv[u] = in ? load8<false>(v.ptr + (long long)rows[u] * v.stride[1], d0, D, v.stride[2], vec) : make_uint4(0, 0, 0, 0);
+                    }
+                }
+        #pragma unroll
+                for (int u = 0; u < R; ++u) {
+                    float kf[8], vf[8];
+                    unpack8(kv[u], kf);
+                    unpack8(vv[u], vf);
+                    const bool in = rows[u] < valid;
+        #pragma unroll
+                    for (int g = 0; g < GM; ++g) {
+                        if (g >= G) break;
+                        float s = 0.0f;
+        #pragma unroll
+                        for (int i = 0; i < 8; ++i) s += qr[g][i] * kf[i];
+                        for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+                        if (!in) continue;
+                        const float mn = fmaxf(m[g], s), corr = __expf(m[g] - mn), p = __expf(s - mn);
+                        l[g] = l[g] * corr + p;
+        #pragma unroll
+                        for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vf[i];
+                        m[g] = mn;
+                    }
                 }
             }
         }
+        // combine the row groups of the warp (lanes `lanes` apart hold the same dimensions);
+        // afterwards every lane of the warp holds the warp's m and l of each head
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            if (g >= G) break;
+            for (int off = lanes; off < 32; off <<= 1) {
+                const float mo = __shfl_xor_sync(0xffffffffu, m[g], off), lo = __shfl_xor_sync(0xffffffffu, l[g], off);
+                const float mn = fmaxf(m[g], mo), ca = ex(m[g] - mn), cb = ex(mo - mn);
+                l[g] = l[g] * ca + lo * cb;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * ca + __shfl_xor_sync(0xffffffffu, acc[g][i], off) * cb;
+                m[g] = mn;
+            }
+            if (lane == 0) {
+                s_m[warp * 8 + g] = m[g];
+                s_lw[warp * 8 + g] = l[g];
+            }
+        }
+        if (one_warp) {
+#pragma unroll
+            for (int g = 0; g < GM; ++g) {
+                if (g >= G) break;
+                if (lane < lanes) {
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) o(g, d0 + i) = acc[g][i];
+                }
+                if (lane == 0) {
+                    ml(g, 0) = l[g] > 0.0f ? m[g] * TO_LN : __int_as_float(0xff800000);
+                    ml(g, 1) = l[g];
+                }
+            }
+            return;
+        }
         __syncthreads();
+        // The block's max per head, by a warp-wide reduction over the warps' maxima (every
+        // warp computes it); then the warps' rescaled outputs are summed in 4 slots of shared
+        // memory, round by round (warp w adds into slot w % 4 in round w / 4), with plain
+        // stores: float atomics on shared memory are compare-and-swap loops, and 16 warps on
+        // the same addresses serialise them (measured: 4 us of a chunk task).
+        float c[GM];
+#pragma unroll
+        for (int g = 0; g < GM; ++g) {
+            c[g] = 0.0f;
+            if (g >= G) break;
+            float mx = lane < warps ? s_m[lane * 8 + g] : -1e30f;
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            if (threadIdx.x == g) mine = mx;
+            c[g] = l[g] > 0.0f ? ex(m[g] - mx) : 0.0f;
+        }
+        const int rounds = (warps + 3) / 4;
+        slots = warps < 4 ? warps : 4;
+        for (int r = 0; r < rounds; ++r) {
+            if ((warp >> 2) == r && lane < lanes) {
+                float* slot = s_acc + (warp & 3) * (GM * DM);
+#pragma unroll
+                for (int g = 0; g < GM; ++g) {
+                    if (g >= G) break;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const float v = acc[g][i] * c[g];
+                        slot[g * DM + d0 + i] = r == 0 ? v : slot[g * DM + d0 + i] + v;
+                    }
+                }
+            }
+            __syncthreads();
+        }
     }
     for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
         const int g = e / D, i = e % D;
@@ -486,8 +664,10 @@ __device__ void attention_rope_split_lazy(QKV qkv, P pos, CS cs, long long part,
     /// domain, and moves its running max only when a score passes it by a factor of 2^8,
     /// so most rows skip the rescale (the max written out is the true one). Long pieces
     /// are bound by instruction issue, not by memory: the Llama step with it is 4.6%,
-    /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). Batch 1's short pieces
-    /// keep [`attention_rope_split`], whose one-warp path suits a few rows.
+    /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). At head dim 64 the fold
+    /// runs on the tensor cores, 16 rows a warp step (the step at B = 32 11% faster
+    /// again, RESULTS run 23). Batch 1's short pieces keep [`attention_rope_split`],
+    /// whose one-warp path suits a few rows.
     attention_rope_split_lazy
 }
 
