@@ -117,13 +117,16 @@ fn main() {
 }
 
 /// The per-group figures of the trace at `path` for layer `layer` (a group is per layer
-/// when its first tile index ranges over the decode step's `L`).
+/// when its first tile index ranges over the decode step's `L`, in any stamp: the stamps
+/// differ in their norm and attention groups).
 fn print_trace(path: &Path, layer: i64) -> Res<()> {
-    let graph = &Stamp::TinyB1.kernel().graph;
-    let l = graph.dims.iter().position(|d| &*d.name == "L").ok_or("the decode step has no dim L")?;
-    let layered = et_core::graph::Affine::term(et_core::graph::Term::Dim(l as u16));
-    let per_layer: Vec<&str> =
-        graph.groups.iter().filter(|g| g.domain.first() == Some(&layered)).map(|g| &*g.name).collect();
+    let mut per_layer: Vec<&str> = Vec::new();
+    for stamp in Stamp::ALL {
+        let graph = &stamp.kernel().graph;
+        let l = graph.dims.iter().position(|d| &*d.name == "L").ok_or("the decode step has no dim L")?;
+        let layered = et_core::graph::Affine::term(et_core::graph::Term::Dim(l as u16));
+        per_layer.extend(graph.groups.iter().filter(|g| g.domain.first() == Some(&layered)).map(|g| &*g.name));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let filter = trace_report::LayerFilter { layer, per_layer: &|g: &str| per_layer.contains(&g) };
     let summary = trace_report::summarize(&text, Some(&filter)).map_err(|e| format!("{}: {e}", path.display()))?;

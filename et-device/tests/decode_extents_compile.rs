@@ -19,6 +19,7 @@ fn source(body: &str) -> String {
         decode::attention_partial::OP,
         decode::attention_rope_split::OP,
         decode::attention_rope_split_lazy::OP,
+        decode::attention_rope_heads::OP,
         decode::rms_norm::OP,
         decode::rms_norm_residual::OP,
         decode::embed::OP,
@@ -60,6 +61,7 @@ dynamic_extents(B2 w, B2 wu, B2 x, B2 r, B2 y, et::Tile<float, 2> yf, et::Tile<f
     op_attention_partial::attention_partial(x, kc, vc, len, 0, 0.125f, yf, ml);
     op_attention_rope_split::attention_rope_split(x, len, ml, 0, 2, 0.125f, kc, vc, yf, ml);
     op_attention_rope_split_lazy::attention_rope_split_lazy(x, len, ml, 1, 2, 0.125f, kc, vc, yf, ml);
+    op_attention_rope_heads::attention_rope_heads(x, len, ml, 0.125f, kc, vc, y);
     op_rms_norm::rms_norm(x, nw, 1e-5f, y);
     op_rms_norm_residual::rms_norm_residual(y, r, nw, 1e-5f, wu);
     op_embed::embed(w, ids, y);

@@ -37,6 +37,9 @@ pub struct Shape {
     /// The attention pieces fold their rows lazily (the stamp calls
     /// `attention_rope_split_lazy`, not `attention_rope_split`).
     pub lazy_attention: bool,
+    /// The KV heads of one attention task when the stamp takes `attention = heads(H, KH)`
+    /// (`attention_rope_heads`: whole caches, no merge); `None` for split-KV pieces.
+    pub attention_heads: Option<usize>,
 }
 
 impl Shape {
@@ -79,6 +82,10 @@ impl Shape {
             vt: dim("VT")?,
             fused_norms: !kernel.graph.groups.iter().any(|g| g.name == "norm1"),
             lazy_attention: kernel.cuda.ops.iter().any(|op| op.name == attention_rope_split_lazy::OP.name),
+            attention_heads: match kernel.graph.dims.iter().any(|d| d.name == "H") {
+                true => Some(dim("H")?),
+                false => None,
+            },
         })
     }
 
@@ -96,6 +103,10 @@ impl Shape {
             (self.ot * self.no == self.hd, "OT · NO is the hidden size"),
             (self.mt * self.nm == c.intermediate_size, "MT · NM is the intermediate size"),
             (self.dt * self.nd == self.hd, "DT · ND is the hidden size"),
+            (
+                self.attention_heads.is_none_or(|h| self.nkv.is_multiple_of(h) && self.s == 1),
+                "H divides NKV, with S = 1",
+            ),
         ];
         match checks.iter().find(|(ok, _)| !ok) {
             Some((_, what)) => Err(format!("the stamp's sizes do not tile the model: {what}")),

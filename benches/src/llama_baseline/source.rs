@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_split,
+    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_heads, attention_rope_split,
     attention_rope_split_lazy, embed, matvec, matvec_residual, matvec_silu, rms_norm, rms_norm_matvec,
     rms_norm_matvec_silu, rope_table,
 };
@@ -227,6 +227,83 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
     let inter = s.mt * s.nm;
     // the stamp's op for the attention pieces
     let attention = if s.lazy_attention { &attention_rope_split_lazy::OP } else { &attention_rope_split::OP };
+    // the stamp's attention: split-KV pieces, their merge and the KV append; or whole
+    // caches of H KV heads a task (`attention_rope_heads`)
+    let attention_stages = match s.attention_heads {
+        Some(h) => vec![st(
+            "attend",
+            &attention_rope_heads::OP,
+            b * nkv / h,
+            true,
+            &[Layer, B(Buf::Qkv), B(Buf::Pos), B(Buf::Rope), F(Scalar::Scale), B(Buf::Kc), B(Buf::Vc), B(Buf::Attn)],
+            e(&[&[1, h * qkv_row], &[1], &[1, d], &[], &[h, s.s * s.c, d], &[h, s.s * s.c, d], &[1, h * g * d]]),
+            &format!(
+                "constexpr int H = {h}, KH = NKV / H;
+    const long long b = blk / KH, kp = blk % KH;
+    op_attention_rope_heads::attention_rope_heads(T2(et::bf16, 1, H * (G + 2) * D, qkv, QT * NQ, l * B + b, kp),
+        T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), scale,
+        T3(et::bf16, H, S * C, D, kc, S * C, D, (l * B + b) * KH + kp, 0, 0),
+        T3(et::bf16, H, S * C, D, vc, S * C, D, (l * B + b) * KH + kp, 0, 0),
+        T2(et::bf16, 1, H * G * D, attn, NKV * G * D, l * B + b, kp));"
+            ),
+        )],
+        None => vec![st(
+            "chunk",
+            attention,
+            b * nkv * s.s,
+            true,
+            &[
+                Layer,
+                B(Buf::Qkv),
+                B(Buf::Pos),
+                B(Buf::Rope),
+                F(Scalar::Scale),
+                B(Buf::Kc),
+                B(Buf::Vc),
+                B(Buf::Po),
+                B(Buf::Pml),
+            ],
+            e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.s * s.c, d], &[1, s.s * s.c, d], &[g, d], &[g, 2]]),
+            &format!(
+                "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
+    op_{0}::{0}(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
+        c, S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
+        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));",
+                attention.name
+            ),
+        ),
+        st(
+            "merge",
+            &attention_merge::OP,
+            b * nkv,
+            true,
+            &[Layer, B(Buf::Po), B(Buf::Pml), B(Buf::Attn)],
+            e(&[&[s.s * g, d], &[s.s * g, 2], &[1, g * d]]),
+            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
+    op_attention_merge::attention_merge(T2(float, S * G, D, po, D, head, 0), T2(float, S * G, 2, pml, 2, head, 0),
+                                        T2(et::bf16, 1, G * D, attn, NKV * G * D, l * B + b, k));",
+        ),
+        st(
+            "kv_append",
+            &attention_kv_append::OP,
+            b * nkv,
+            true,
+            &[
+                Layer,
+                B(Buf::Qkv),
+                B(Buf::Pos),
+                B(Buf::Rope),
+                B(Buf::Kc),
+                B(Buf::Vc),
+            ],
+            e(&[&[1, qkv_row], &[1], &[1, d], &[1, s.s * s.c, d], &[1, s.s * s.c, d]]),
+            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
+    op_attention_kv_append::attention_kv_append(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
+                                                T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
+                                                T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
+                                                T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0));",
+        )]
+    };
     // the norm and the GEMV that reads it: two stages, or one fused stage
     let normed = |norm: Stage, gemv: Stage, fused: Stage| if s.fused_norms { vec![fused] } else { vec![norm, gemv] };
     [
@@ -286,63 +363,8 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                                                  T2(et::bf16, B, HD, hs, HD, l, 0), T1(et::bf16, HD, attn_norm, l), eps,
                                                  T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
         )),
+        attention_stages,
         vec![st(
-            "chunk",
-            attention,
-            b * nkv * s.s,
-            true,
-            &[
-                Layer,
-                B(Buf::Qkv),
-                B(Buf::Pos),
-                B(Buf::Rope),
-                F(Scalar::Scale),
-                B(Buf::Kc),
-                B(Buf::Vc),
-                B(Buf::Po),
-                B(Buf::Pml),
-            ],
-            e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.s * s.c, d], &[1, s.s * s.c, d], &[g, d], &[g, 2]]),
-            &format!(
-                "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
-    op_{0}::{0}(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
-        c, S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
-        T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));",
-                attention.name
-            ),
-        ),
-        st(
-            "merge",
-            &attention_merge::OP,
-            b * nkv,
-            true,
-            &[Layer, B(Buf::Po), B(Buf::Pml), B(Buf::Attn)],
-            e(&[&[s.s * g, d], &[s.s * g, 2], &[1, g * d]]),
-            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
-    op_attention_merge::attention_merge(T2(float, S * G, D, po, D, head, 0), T2(float, S * G, 2, pml, 2, head, 0),
-                                        T2(et::bf16, 1, G * D, attn, NKV * G * D, l * B + b, k));",
-        ),
-        st(
-            "kv_append",
-            &attention_kv_append::OP,
-            b * nkv,
-            true,
-            &[
-                Layer,
-                B(Buf::Qkv),
-                B(Buf::Pos),
-                B(Buf::Rope),
-                B(Buf::Kc),
-                B(Buf::Vc),
-            ],
-            e(&[&[1, qkv_row], &[1], &[1, d], &[1, s.s * s.c, d], &[1, s.s * s.c, d]]),
-            "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
-    op_attention_kv_append::attention_kv_append(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
-                                                T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
-                                                T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
-                                                T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0));",
-        ),
-        st(
             "o_proj",
             &matvec_residual::OP,
             s.ot,
@@ -439,12 +461,12 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
         st(
             "pick",
             &argmax_merge::OP,
-            1,
+            b,
             false,
             &[B(Buf::Best), B(Buf::Index), B(Buf::Next)],
-            e(&[&[b, s.vt], &[b, s.vt], &[b]]),
-            "op_argmax_merge::argmax_merge(T2(float, B, VT, best, VT, 0, 0), T2(int, B, VT, index, VT, 0, 0),
-                                           T1(int, B, next, 0));",
+            e(&[&[1, s.vt], &[1, s.vt], &[1]]),
+            "op_argmax_merge::argmax_merge(T2(float, 1, VT, best, VT, blk, 0), T2(int, 1, VT, index, VT, blk, 0),
+                                           T1(int, 1, next, blk));",
         )],
     ]
     .concat()
@@ -594,9 +616,14 @@ mod tests {
             let shape = Shape::of(stamp).unwrap();
             let st = stages(&shape);
             check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
-            // 2 + 9 per layer + 4 launches (7 and 3 with the norms fused), as many CTAs as
-            // the megakernel has tasks
+            // 2 + 9 per layer + 4 launches (7 and 3 with the norms fused; the attention's
+            // pieces, merge and append one stage with whole heads), as many CTAs as the
+            // megakernel has tasks
             let (per_layer, total) = if shape.fused_norms { (7, 12) } else { (9, 15) };
+            let (per_layer, total) = match shape.attention_heads {
+                Some(_) => (per_layer - 2, total - 2),
+                None => (per_layer, total),
+            };
             assert_eq!(st.iter().filter(|s| s.per_layer).count(), per_layer, "{stamp:?}");
             assert_eq!(st.len(), total, "{stamp:?}");
         }
@@ -623,6 +650,12 @@ mod tests {
             assert_eq!(src.matches(&format!(" {}(", s.kernel)).count(), 1, "{}", s.kernel);
         }
         assert!(src.contains("constexpr int B = 2;") && src.contains("constexpr int VT = 4;"));
+        // TinyB2 takes whole heads: one attention stage, no merge
+        assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_attend(int layer, void* qkv, void* pos, void* rope, float scale"));
+        assert!(!src.contains("bl_merge") && !src.contains("bl_chunk"));
+        // TinyB1 takes split-KV pieces
+        let shape = Shape::of(Stamp::TinyB1).unwrap();
+        let src = cuda_source(&shape, &stages(&shape), 512);
         assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_chunk(int layer, void* qkv, void* pos, void* rope, float scale"));
     }
 }

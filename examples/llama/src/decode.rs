@@ -33,7 +33,11 @@
 //! (`attention_rope_split`), so a short context spreads over every piece as a long one
 //! does, and one task graph serves every step; the cache holds `S · C` positions. The
 //! pieces read the step's new key and value from the projection, and the merge, which
-//! runs once every piece has read the cache, appends them (`attention_kv_append`). Every activation has a row block per layer (no scratch reuse, so no
+//! runs once every piece has read the cache, appends them (`attention_kv_append`). From
+//! batch 32 a piece per KV head (`S = 1`) holds the whole cache, and a task takes whole
+//! heads instead (`attention_rope_heads`, several KV heads of one sequence a task): a piece
+//! has a fixed cost of about 10 us, which one task pays for several heads at once, and
+//! there is no merge. Every activation has a row block per layer (no scratch reuse, so no
 //! write-after-read hazard to order), which costs `O(L · B · hidden)` bf16.
 //!
 //! **Rounding** is the reference's ([`crate::reference`]): bf16 stores of `h`, the norm
@@ -50,9 +54,13 @@ use et_core::prelude::*;
 ///
 /// `norms = tasks(norm1, norm2, final)` runs the three norms as tile groups of those names;
 /// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
-/// `attention` is the op of the attention pieces: `attention_rope_split`, or
-/// `attention_rope_split_lazy` (a fold of fewer instructions for long pieces: from batch 8
-/// on, RESULTS run 22).
+/// `attention = split(op)` runs the attention in `S` pieces per KV head with `op`:
+/// `attention_rope_split`, or `attention_rope_split_lazy` (a fold of fewer instructions
+/// for long pieces: from batch 8 on, RESULTS run 22), and a merge task per KV head, which
+/// also appends the key and value. `attention = heads(H = h, KH = k)` (with `S = 1`) runs
+/// it in whole heads, `h` KV heads a task (`k` tasks per sequence, `h · k = NKV`), through
+/// `attention_rope_heads`: RoPE, the whole cache, the normalised output and the append in
+/// one task, no merge.
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
 /// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
@@ -68,18 +76,24 @@ macro_rules! decode_step {
      V = $v:literal, S = $s:literal, C = $c:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
      NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
-     scale = $scale:tt, attention = $attention:ident,
+     scale = $scale:tt, attention = $(split($attention:ident))? $(heads(H = $h:literal, KH = $kh:literal))?,
      norms = $(tasks($norm1:ident, $norm2:ident, $norm_final:ident))? $(fused($qkv_normed:ident, $mlp_normed:ident, $head_normed:ident))?) => {
         const _: () = assert!(
             $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
                 && $dt * $nd == $hd && $vt * $nv == $v,
             "decode_step!: the tile counts do not cover the model's sizes"
         );
+        $(
+            const _: () = assert!(
+                $h * $kh == $nkv && $s == 1,
+                "decode_step!: attention = heads(H, KH) takes H · KH = NKV heads in one piece (S = 1)"
+            );
+        )?
 
         /// One decode step of every layer as one megakernel (see [`crate::decode`]).
         #[megakernel(dims(B = $b, HD = $hd, NKV = $nkv, G = $g, D = $d, V = $v, S = $s, C = $c, NQ = $nq,
                           QT = $qt, RT = $rt, NO = $no, OT = $ot, NM = $nm, MT = $mt, ND = $nd, DT = $dt,
-                          NV = $nv, VT = $vt))]
+                          NV = $nv, VT = $vt $(, H = $h, KH = $kh)?))]
         pub fn $name(
             ids: &Tensor<i32, { [B] }>,
             pos: &Tensor<i32, { [B] }>,
@@ -116,7 +130,6 @@ macro_rules! decode_step {
             let h = event!([L + 1, DT]);
             let qd = event!([L, QT]);
             let turned = event!([B]);
-            let parts = event!([L, B, NKV]);
             let merged = event!([L]);
             let od = event!([L]);
             let md = event!([L]);
@@ -159,6 +172,9 @@ macro_rules! decode_step {
                     signal!(qd[l, r]);
                 });
             )?
+            $(
+            // S pieces per KV head, merged by a task per KV head, which also appends
+            let parts = event!([L, B, NKV]);
             tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
                 wait!(turned[b]);
                 wait!(qd[l, k * RT .. k * RT + RT]);
@@ -193,6 +209,24 @@ macro_rules! decode_step {
                     vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
                 );
             });
+            )?
+            $(
+            // H KV heads per task, each in one piece: no merge
+            tile!(attend[l, b, kp] in [L, B, KH] {
+                wait!(turned[b]);
+                wait!(qd[l, kp * H * RT .. kp * H * RT + H * RT]);
+                attention_rope_heads(
+                    qkv.tile([l * B + b, kp], [1, H * (G + 2) * D]),
+                    pos.tile([b], [1]),
+                    rope.tile([b, 0], [1, D]),
+                    $scale,
+                    kc.tile([(l * B + b) * KH + kp, 0, 0], [$h, S * C, D]),
+                    vc.tile([(l * B + b) * KH + kp, 0, 0], [$h, S * C, D]),
+                    attn.tile([l * B + b, kp], [1, H * G * D]),
+                );
+                signal!(merged[l]);
+            });
+            )?
             tile!(o_proj[l, r] in [L, OT] {
                 wait!(merged[l]);
                 matvec_residual(
@@ -271,10 +305,11 @@ macro_rules! decode_step {
                     signal!(chosen[0]);
                 });
             )?
-            tile!(pick[i] in [1] {
-                wait!(chosen[i]);
-                argmax_merge(best.tile([0, 0], [B, VT]), index.tile([0, 0], [B, VT]), next.tile([0], [B]));
-                next_positions(pos.tile([0], [B]), pos_next.tile([0], [B]));
+            // a task per sequence: the merge of 501 tiles' maxima is 35 us for 64 rows on one SM
+            tile!(pick[b] in [B] {
+                wait!(chosen[0]);
+                argmax_merge(best.tile([b, 0], [1, VT]), index.tile([b, 0], [1, VT]), next.tile([b], [1]));
+                next_positions(pos.tile([b], [1]), pos_next.tile([b], [1]));
             });
         }
     };
@@ -282,7 +317,7 @@ macro_rules! decode_step {
 
 /// Stamps the `tiny` config's megakernel for a batch size.
 macro_rules! tiny {
-    ($name:ident, B = $b:literal, attention = $attention:ident, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -291,8 +326,8 @@ macro_rules! tiny {
             G = 2,
             D = 64,
             V = 256,
-            S = 8,
-            C = 4,
+            S = $s,
+            C = $c,
             NQ = 64,
             QT = 8,
             RT = 4,
@@ -307,7 +342,7 @@ macro_rules! tiny {
             eps = 0.00001,
             rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
             scale = 0.125,
-            attention = $attention,
+            attention = $kind $args,
             norms = $($norms)+
         );
     };
@@ -318,7 +353,7 @@ macro_rules! tiny {
 /// tiles, the attention of each KV head in `S` pieces over a cache of `S · C` = 8192
 /// positions (about 128 pieces per layer at every batch: a piece costs a task).
 macro_rules! llama_1b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $attention:ident, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -343,7 +378,7 @@ macro_rules! llama_1b {
             eps = 0.00001,
             rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
             scale = 0.125,
-            attention = $attention,
+            attention = $kind $args,
             norms = $($norms)+
         );
     };
@@ -351,7 +386,7 @@ macro_rules! llama_1b {
 
 /// Stamps llama-3.1-8b's megakernel for a batch size (the 1B's tiling, twice the rows).
 macro_rules! llama_8b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $attention:ident, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -376,7 +411,7 @@ macro_rules! llama_8b {
             eps = 0.00001,
             rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
             scale = 0.08838834764831845,
-            attention = $attention,
+            attention = $kind $args,
             norms = $($norms)+
         );
     };
@@ -389,18 +424,34 @@ macro_rules! llama_8b {
 // pieces are long and bound by the fold's instruction issue, and the lazy fold made the
 // step 4.6%, 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22; 8b follows the 1b
 // figures unmeasured); at 1b's head dim 64 that fold runs on the tensor cores (B = 32
-// 11% faster again, B = 8 level, B = 64 1.7% slower: RESULTS run 23).
+// 11% faster again, B = 8 level, B = 64 1.7% slower: RESULTS run 23). From batch 32 a
+// task takes whole KV heads (`heads(..)`: 128 tasks a layer, one wave; no merge): the step
+// 28% faster at B = 64 (2.740 against 3.804 ms) and 4% at B = 32 (RESULTS run 24).
 // The tiny config has both forms of each, so the CPU tests check every one against the
 // reference.
-tiny!(decode_tiny_b1, B = 1, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
-tiny!(decode_tiny_b2, B = 2, attention = attention_rope_split_lazy, norms = tasks(norm1, norm2, final_norm_row));
-llama_1b!(decode_1b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+tiny!(decode_tiny_b1, B = 1, S = 8, C = 4, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+tiny!(
+    decode_tiny_b2,
+    B = 2,
+    S = 1,
+    C = 32,
+    attention = heads(H = 2, KH = 1),
+    norms = tasks(norm1, norm2, final_norm_row)
+);
+llama_1b!(
+    decode_1b_b1,
+    B = 1,
+    S = 16,
+    C = 512,
+    attention = split(attention_rope_split),
+    norms = fused(qkv_proj, mlp, head)
+);
 llama_1b!(
     decode_1b_b8,
     B = 8,
     S = 2,
     C = 4096,
-    attention = attention_rope_split_lazy,
+    attention = split(attention_rope_split_lazy),
     norms = fused(qkv_proj, mlp, head)
 );
 llama_1b!(
@@ -408,7 +459,7 @@ llama_1b!(
     B = 32,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_lazy,
+    attention = heads(H = 2, KH = 4),
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_1b!(
@@ -416,16 +467,23 @@ llama_1b!(
     B = 64,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_lazy,
+    attention = heads(H = 4, KH = 2),
     norms = tasks(norm1, norm2, final_norm_row)
 );
-llama_8b!(decode_8b_b1, B = 1, S = 16, C = 512, attention = attention_rope_split, norms = fused(qkv_proj, mlp, head));
+llama_8b!(
+    decode_8b_b1,
+    B = 1,
+    S = 16,
+    C = 512,
+    attention = split(attention_rope_split),
+    norms = fused(qkv_proj, mlp, head)
+);
 llama_8b!(
     decode_8b_b8,
     B = 8,
     S = 2,
     C = 4096,
-    attention = attention_rope_split_lazy,
+    attention = split(attention_rope_split_lazy),
     norms = fused(qkv_proj, mlp, head)
 );
 llama_8b!(
@@ -433,7 +491,7 @@ llama_8b!(
     B = 32,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_lazy,
+    attention = heads(H = 2, KH = 4),
     norms = tasks(norm1, norm2, final_norm_row)
 );
 llama_8b!(
@@ -441,6 +499,6 @@ llama_8b!(
     B = 64,
     S = 1,
     C = 8192,
-    attention = attention_rope_split_lazy,
+    attention = heads(H = 4, KH = 2),
     norms = tasks(norm1, norm2, final_norm_row)
 );

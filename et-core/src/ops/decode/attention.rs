@@ -152,13 +152,33 @@ __device__ __forceinline__ uint4 attn_piece(const T& c, int row, int d, int vali
     if (row == xr) return *reinterpret_cast<const uint4*>(fresh + d);
     return load8<false>(c.ptr + (long long)row * c.stride[1], d, 64, c.stride[2], vec);
 }
+// The warps that fold one chunk together: the whole CTA (the split-KV ops), or one group of
+// `attention_rope_heads`, which folds several KV heads at once, one group of warps each.
+// A group's barriers are a named barrier of its own (1 + its index), so groups run apart.
+struct AttnWarps {
+    int warp;   // this warp within the group
+    int warps;  // the group's warps
+    int first;  // the group's first warp in the CTA
+    int group;  // the group's index: its shared-memory slots and its barrier
+    int groups; // the groups (1: the group is the whole CTA)
+    __device__ static AttnWarps cta() { return AttnWarps{(int)(threadIdx.x >> 5), (int)(blockDim.x >> 5), 0, 0, 1}; }
+    // this thread within the group, and the group's threads
+    __device__ int thread() const { return (int)threadIdx.x - first * 32; }
+    __device__ int threads() const { return warps * 32; }
+    __device__ void sync() const {
+        if (groups == 1) __syncthreads();
+        else asm volatile("bar.sync %0, %1;" ::"r"(group + 1), "r"(warps * 32) : "memory");
+    }
+};
+
 // The fold of rows [0, valid) for head g = lane / 4 (`hv`: g < G): on return m is the
 // true max (log2 domain), l the lane's part of the sum (the caller adds the 4 lanes of
 // a head) and oc the O fragments.
 template <class K, class V>
 __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int valid, float qs, bool vec,
-                                         const et::bf16* s_new, int xr, float& m, float& l, float (&oc)[8][4]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, g = lane >> 2, t = lane & 3;
+                                         const et::bf16* s_new, int xr, int warp, int warps, float& m, float& l,
+                                         float (&oc)[8][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const bool hv = g < G;
     unsigned qa[4][2];
 #pragma unroll
@@ -253,23 +273,37 @@ __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int 
     move_max(mt);
 }
 
-template <int SG, int SD, bool LAZY, class K, class V, class O, class M>
+//
+// HG > 1: the CTA folds up to HG chunks at once, one per group of warps (`aw`), each with
+// shared-memory slots of its own. NORM: `o` takes the normalised output, o.store(g, i, x),
+// and `ml` is not written (the whole cache in one chunk needs no merge).
+template <int SG, int SD, bool LAZY, int HG = 1, bool NORM = false, class K, class V, class O, class M>
 __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
-                                                M ml, const et::bf16* s_new = nullptr, int xr = -1) {
+                                                M ml, const et::bf16* s_new = nullptr, int xr = -1,
+                                                AttnWarps aw = AttnWarps::cta()) {
     constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
+    // the slots a group sums its warps' outputs in: fewer when groups share the SM's memory
+    constexpr int SLOTS = HG == 1 ? 4 : 2;
     // LAZY folds in the log2 domain (chunk_rows): its maxima are log2-scaled until written
     const auto ex = [](float x) { return LAZY ? attn_ex2(x) : __expf(x); };
     constexpr float TO_LN = LAZY ? 0.69314718055994531f : 1.0f;
     __shared__ float s_m[32 * 8];
     __shared__ float s_lw[32 * 8];
-    __shared__ float s_acc[4 * GM * DM];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    __shared__ float s_acc[HG * SLOTS * GM * DM];
+    __shared__ float s_sum[HG * 8];
+    const int lane = threadIdx.x & 31, warp = aw.warp, warps = aw.warps, gw0 = aw.first, lt = aw.thread();
+    float* const acc0 = s_acc + aw.group * (SLOTS * GM * DM);
     if (valid <= 0) {
         // a chunk past the position: nothing to read (most chunks of a short context)
-        for (int e = threadIdx.x; e < G * D; e += blockDim.x) o(e / D, e % D) = 0.0f;
-        if (threadIdx.x < G) {
-            ml(threadIdx.x, 0) = __int_as_float(0xff800000);
-            ml(threadIdx.x, 1) = 0.0f;
+        for (int e = lt; e < G * D; e += aw.threads()) {
+            if constexpr (NORM) o.store(e / D, e % D, 0.0f);
+            else o(e / D, e % D) = 0.0f;
+        }
+        if constexpr (!NORM) {
+            if (lt < G) {
+                ml(lt, 0) = __int_as_float(0xff800000);
+                ml(lt, 1) = 0.0f;
+            }
         }
         return;
     }
@@ -285,32 +319,32 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         const int g = lane >> 2, t = lane & 3;
         const bool hv = g < G;
         float m, l, oc[8][4];
-        mma_fold(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, m, l, oc);
+        mma_fold(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, warp, warps, m, l, oc);
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         if (t == 0 && hv) {
-            s_m[warp * 8 + g] = m;
-            s_lw[warp * 8 + g] = l;
+            s_m[(gw0 + warp) * 8 + g] = m;
+            s_lw[(gw0 + warp) * 8 + g] = l;
         }
-        __syncthreads();
+        aw.sync();
         float mx = -1e30f;
-        for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[w * 8 + (hv ? g : 0)]);
-        if (threadIdx.x < G)
-            for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[w * 8 + threadIdx.x]);
+        for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[(gw0 + w) * 8 + (hv ? g : 0)]);
+        if (lt < G)
+            for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[(gw0 + w) * 8 + lt]);
         const float c = hv && l > 0.0f ? attn_ex2(m - mx) : 0.0f;
-        // the warps' rescaled outputs summed in 4 slots, round by round (as below)
-        const int rounds = (warps + 3) / 4;
-        slots = warps < 4 ? warps : 4;
+        // the warps' rescaled outputs summed in SLOTS slots, round by round (as below)
+        const int rounds = (warps + SLOTS - 1) / SLOTS;
+        slots = warps < SLOTS ? warps : SLOTS;
         for (int r = 0; r < rounds; ++r) {
-            if ((warp >> 2) == r && hv) {
-                float* slot = s_acc + (warp & 3) * (GM * DM) + g * DM + 16 * t;
+            if (warp / SLOTS == r && hv) {
+                float* slot = acc0 + (warp % SLOTS) * (GM * DM) + g * DM + 16 * t;
 #pragma unroll
                 for (int n = 0; n < 8; ++n) {
                     slot[n] = r == 0 ? oc[n][0] * c : slot[n] + oc[n][0] * c;
                     slot[8 + n] = r == 0 ? oc[n][1] * c : slot[8 + n] + oc[n][1] * c;
                 }
             }
-            __syncthreads();
+            aw.sync();
         }
     } else {
         const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
@@ -418,8 +452,8 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
                 m[g] = mn;
             }
             if (lane == 0) {
-                s_m[warp * 8 + g] = m[g];
-                s_lw[warp * 8 + g] = l[g];
+                s_m[(gw0 + warp) * 8 + g] = m[g];
+                s_lw[(gw0 + warp) * 8 + g] = l[g];
             }
         }
         if (one_warp) {
@@ -428,16 +462,21 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
                 if (g >= G) break;
                 if (lane < lanes) {
 #pragma unroll
-                    for (int i = 0; i < 8; ++i) o(g, d0 + i) = acc[g][i];
+                    for (int i = 0; i < 8; ++i) {
+                        if constexpr (NORM) o.store(g, d0 + i, l[g] > 0.0f ? acc[g][i] / l[g] : 0.0f);
+                        else o(g, d0 + i) = acc[g][i];
+                    }
                 }
-                if (lane == 0) {
-                    ml(g, 0) = l[g] > 0.0f ? m[g] * TO_LN : __int_as_float(0xff800000);
-                    ml(g, 1) = l[g];
+                if constexpr (!NORM) {
+                    if (lane == 0) {
+                        ml(g, 0) = l[g] > 0.0f ? m[g] * TO_LN : __int_as_float(0xff800000);
+                        ml(g, 1) = l[g];
+                    }
                 }
             }
             return;
         }
-        __syncthreads();
+        aw.sync();
         // The block's max per head, by a warp-wide reduction over the warps' maxima (every
         // warp computes it); then the warps' rescaled outputs are summed in 4 slots of shared
         // memory, round by round (warp w adds into slot w % 4 in round w / 4), with plain
@@ -448,17 +487,17 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
         for (int g = 0; g < GM; ++g) {
             c[g] = 0.0f;
             if (g >= G) break;
-            float mx = lane < warps ? s_m[lane * 8 + g] : -1e30f;
+            float mx = lane < warps ? s_m[(gw0 + lane) * 8 + g] : -1e30f;
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            if (threadIdx.x == g) mine = mx;
+            if (lt == g) mine = mx;
             c[g] = l[g] > 0.0f ? ex(m[g] - mx) : 0.0f;
         }
-        const int rounds = (warps + 3) / 4;
-        slots = warps < 4 ? warps : 4;
+        const int rounds = (warps + SLOTS - 1) / SLOTS;
+        slots = warps < SLOTS ? warps : SLOTS;
         for (int r = 0; r < rounds; ++r) {
-            if ((warp >> 2) == r && lane < lanes) {
-                float* slot = s_acc + (warp & 3) * (GM * DM);
+            if (warp / SLOTS == r && lane < lanes) {
+                float* slot = acc0 + (warp % SLOTS) * (GM * DM);
 #pragma unroll
                 for (int g = 0; g < GM; ++g) {
                     if (g >= G) break;
@@ -469,23 +508,36 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
                     }
                 }
             }
-            __syncthreads();
+            aw.sync();
         }
     }
-    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+    // head lt's sum over the warps
+    float sum = 0.0f;
+    if (lt < G) {
+        for (int w = 0; w < warps; ++w) {
+            const float lw = s_lw[(gw0 + w) * 8 + lt];
+            if (lw > 0.0f) sum += lw * ex(s_m[(gw0 + w) * 8 + lt] - mine);
+        }
+        if constexpr (NORM) s_sum[aw.group * 8 + lt] = sum;
+    }
+    // the normalised output divides by the sums
+    if constexpr (NORM) aw.sync();
+    for (int e = lt; e < G * D; e += aw.threads()) {
         const int g = e / D, i = e % D;
         float t = 0.0f;
-        for (int k = 0; k < slots; ++k) t += s_acc[k * (GM * DM) + g * DM + i];
-        o(g, i) = t;
-    }
-    if (threadIdx.x < G) {
-        float l = 0.0f;
-        for (int w = 0; w < warps; ++w) {
-            const float lw = s_lw[w * 8 + threadIdx.x];
-            if (lw > 0.0f) l += lw * ex(s_m[w * 8 + threadIdx.x] - mine);
+        for (int k = 0; k < slots; ++k) t += acc0[k * (GM * DM) + g * DM + i];
+        if constexpr (NORM) {
+            const float l = s_sum[aw.group * 8 + g];
+            o.store(g, i, l > 0.0f ? t / l : 0.0f);
+        } else {
+            o(g, i) = t;
         }
-        ml(threadIdx.x, 0) = l > 0.0f ? mine * TO_LN : __int_as_float(0xff800000); // -inf: an empty chunk
-        ml(threadIdx.x, 1) = l;
+    }
+    if constexpr (!NORM) {
+        if (lt < G) {
+            ml(lt, 0) = sum > 0.0f ? mine * TO_LN : __int_as_float(0xff800000); // -inf: an empty chunk
+            ml(lt, 1) = sum;
+        }
     }
 }
 
@@ -690,23 +742,7 @@ fn rope_split_reference(
     let n = if p < 0 { 0 } else { (p + 1).min(l) };
     let (lo, hi) = (part * n / parts, (part + 1) * n / parts);
     let valid = (hi - lo).max(0) as usize;
-    let mut qs = vec![0f32; g * d];
-    let mut new_kv = vec![0f32; 2 * d];
-    if valid > 0 {
-        for e in 0..d / 2 {
-            let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
-            for h in 0..=g {
-                let (a, b) = (qkv.get([0, h * d + e]).to_f32(), qkv.get([0, h * d + e + d / 2]).to_f32());
-                let (x, y) = (bf16::from_f32(a * co - b * s).to_f32(), bf16::from_f32(b * co + a * s).to_f32());
-                let (xs, ys) = if h < g { (h * d + e, h * d + e + d / 2) } else { (e, e + d / 2) };
-                let dst = if h < g { &mut qs } else { &mut new_kv };
-                (dst[xs], dst[ys]) = (x, y);
-            }
-        }
-        for e in 0..d {
-            new_kv[d + e] = qkv.get([0, (g + 1) * d + e]).to_f32();
-        }
-    }
+    let (qs, new_kv) = rope_inputs(|c| qkv.get([0, c]).to_f32(), &cs, g, d);
     let row = |r: usize, i: usize| {
         let at = lo as usize + r;
         if at as i64 == p {
@@ -716,6 +752,174 @@ fn rope_split_reference(
         }
     };
     chunk_reference(&qs, row, valid, scale, o, ml);
+}
+
+/// The queries and the new key and value of one KV head's `[(G + 2) · D]` slice of a QKV
+/// row (`qkv(c)`: column `c`), as the RoPE ops' CUDA has them: the `G` query heads and the
+/// key turned by the rotation `cs` (in f32, rounded to bf16 once), the value as it is.
+/// Returns `(q: G x D row-major, [key; value])`.
+fn rope_inputs(qkv: impl Fn(usize) -> f32, cs: &TileRef<'_, f32, 2>, g: usize, d: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut qs = vec![0f32; g * d];
+    let mut new_kv = vec![0f32; 2 * d];
+    for e in 0..d / 2 {
+        let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
+        for h in 0..=g {
+            let (a, b) = (qkv(h * d + e), qkv(h * d + e + d / 2));
+            let (x, y) = (bf16::from_f32(a * co - b * s).to_f32(), bf16::from_f32(b * co + a * s).to_f32());
+            let (xs, ys) = if h < g { (h * d + e, h * d + e + d / 2) } else { (e, e + d / 2) };
+            let dst = if h < g { &mut qs } else { &mut new_kv };
+            (dst[xs], dst[ys]) = (x, y);
+        }
+    }
+    for e in 0..d {
+        new_kv[d + e] = qkv((g + 1) * d + e);
+    }
+    (qs, new_kv)
+}
+
+crate::tile_op! { cuda = chunk_cuda!(r#"
+// One KV head's output in attention_rope_heads' row: query head g, dimension i at column
+// base + g * D + i, rounded to the row's type.
+template <class Y>
+struct AttnHeadOut {
+    Y y;
+    int base, D;
+    __device__ __forceinline__ void store(int g, int i, float x) const {
+        typedef typename elem_of<decltype(y.ptr)>::type T;
+        y(0, base + g * D + i) = et::from_float<T>(x);
+    }
+};
+
+// The task's KV heads fold at once, a group of warps each; a CTA of fewer warps than
+// heads, or more heads than AH (the groups' shared-memory slots), takes rounds of heads.
+template <class QKV, class P, class CS, class K, class V, class Y>
+__device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V vc, Y out) {
+    constexpr int SH = K::template static_extent<0>(), SD = K::template static_extent<2>(),
+                  SW = Y::template static_extent<1>();
+    constexpr int SG = SH >= 1 && SD >= 1 && SW >= 1 ? SW / (SH * SD) : -1;
+    static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_heads: the head dimension must be 64 or 128");
+    static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_heads: 1 to 8 query heads per KV head");
+    constexpr int AH = SH >= 1 ? (SH < 4 ? SH : 4) : 2, GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
+    __shared__ float s_q[AH * GM * DM];
+    __shared__ __align__(16) et::bf16 s_new[AH * 2 * DM];
+    const int H = SH >= 1 ? SH : kc.shape[0], D = SD >= 1 ? SD : kc.shape[2], L = kc.shape[1], half = D / 2;
+    const int G = SG >= 1 ? SG : out.shape[1] / (H * D), row = (G + 2) * D;
+    const int p = pos.ptr[0];
+    // positions 0 ..= p, the newest from qkv; a position past the cache reads all of it
+    // and appends nothing
+    const int valid = p < 0 ? 0 : (p < L ? p + 1 : L);
+    const bool fresh = 0 <= p && p < L;
+    const int warps = blockDim.x >> 5;
+    int groups = warps < AH ? warps : AH;
+    groups = groups < H ? groups : H;
+    const int gw = warps / groups, grp = (int)(threadIdx.x >> 5) / gw; // grp == groups: a spare warp
+    for (int h0 = 0; h0 < H; h0 += groups) {
+        const int nh = H - h0 < groups ? H - h0 : groups;
+        // the last round's groups are done with s_q and s_new
+        if (h0 > 0) __syncthreads();
+        if (valid > 0) {
+            // pair e of the G query heads and of the key (head G) turns by the same angle
+            for (int t = threadIdx.x; t < nh * (G + 1) * half; t += blockDim.x) {
+                const int j = t / ((G + 1) * half), r = t - j * (G + 1) * half, h = r / half, e = r - h * half;
+                const int c = (h0 + j) * row + h * D + e;
+                const float a = et::to_float(qkv(0, c)), b = et::to_float(qkv(0, c + half));
+                const float cf = cs(0, e), sf = cs(0, e + half);
+                const et::bf16 x = et::from_float<et::bf16>(a * cf - b * sf), y = et::from_float<et::bf16>(b * cf + a * sf);
+                if (h < G) {
+                    s_q[j * GM * DM + h * D + e] = et::to_float(x);
+                    s_q[j * GM * DM + h * D + e + half] = et::to_float(y);
+                } else if (fresh) {
+                    s_new[j * 2 * DM + e] = x;
+                    s_new[j * 2 * DM + e + half] = y;
+                }
+            }
+            if (fresh)
+                for (int t = threadIdx.x; t < nh * D; t += blockDim.x)
+                    s_new[(t / D) * 2 * DM + D + t % D] = qkv(0, (h0 + t / D) * row + (G + 1) * D + t % D);
+            // the queries, and the new keys and values, are read by other warps below
+            __syncthreads();
+        }
+        if (grp < nh) {
+            const int h = h0 + grp;
+            const AttnWarps aw{(int)(threadIdx.x >> 5) - grp * gw, gw, grp * gw, grp, groups};
+            K k = kc;
+            V v = vc;
+            k.ptr += h * kc.stride[0];
+            v.ptr += h * vc.stride[0];
+            const AttnHeadOut<Y> o{out, h * G * D, D};
+            const et::bf16* fresh_kv = s_new + grp * 2 * DM;
+            attention_chunk<SG, SD, true, AH, true>(s_q + grp * GM * DM, G, D, k, v, valid, scale, o, 0, fresh_kv,
+                                                    fresh ? p : -1, aw);
+            // the new key and value into the cache (the fold read them from s_new)
+            if (fresh)
+                for (int e = aw.thread(); e < D; e += aw.threads()) {
+                    kc(h, p, e) = fresh_kv[e];
+                    vc(h, p, e) = fresh_kv[D + e];
+                }
+        }
+    }
+}
+"#);
+    contract {
+        kc[2] == 64 || kc[2] == 128 => "the head dimension (kc's last extent) must be 64 or 128",
+        kc[0] >= 1 && kc[0] <= 8 => "the KV heads of a task (kc's first extent) must be 1 to 8",
+        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
+        out[0] == 1 && out[1] % (kc[0] * kc[2]) == 0 && out[1] >= kc[0] * kc[2] && out[1] <= 8 * kc[0] * kc[2] => "out must be one row of 1 to 8 query heads per KV head: [1, kc's heads x G x head dim]",
+        qkv[0] == 1 && qkv[1] == out[1] + 2 * kc[0] * kc[2] => "qkv must be one row of each KV head's G query heads, key and value: [1, kc's heads x (G + 2) x head dim]",
+        pos[0] == 1 => "pos must be one element (the position)",
+        cs[0] == 1 && cs[1] == kc[2] => "cs must be the rope table row of the position: [1, head dim]",
+    }
+    /// Decode attention of one sequence over `H` KV heads' whole caches, with RoPE and the
+    /// KV append: the split-KV pair [`attention_rope_split`] with one piece, then
+    /// [`attention_merge`] and [`attention_kv_append`], as one task. `qkv` is
+    /// `[1, H · (G + 2) · D]` (per KV head its `G` query heads, key and value, as a fused
+    /// QKV row holds them), `kc` and `vc` the heads' caches `[H, L, D]`, `out` `[1, H · G · D]`.
+    /// At the run-time position `p = pos[0]` the queries and the new key turn by `cs` (a
+    /// row of [`rope_table`](super::rope_table)); each query head attends to the positions
+    /// `0 ..= p` (`p` from `qkv`, the rest from the cache; `0 .. L` when `p ≥ L`) and
+    /// writes its normalised output, rounded to bf16; then the key and value go to the
+    /// caches' row `p` (none when `p` is outside `0 .. L`). The heads fold at once, a
+    /// group of warps each (up to four groups; more heads take rounds), through the lazy
+    /// fold of [`attention_rope_split_lazy`]: a task of several heads does in one task
+    /// and without a merge what those ops do in `H` pieces and `H` merges, which pays
+    /// where pieces are many (the Llama step from batch 32, RESULTS run 24).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_rope_heads(
+        qkv: TileRef<'_, bf16, 2>,
+        pos: TileRef<'_, i32, 1>,
+        cs: TileRef<'_, f32, 2>,
+        scale: f32,
+        mut kc: TileMut<'_, bf16, 3>,
+        mut vc: TileMut<'_, bf16, 3>,
+        mut out: TileMut<'_, bf16, 2>,
+    ) {
+        let [heads, l, d] = kc.shape();
+        let g = out.shape()[1] / (heads * d);
+        let p = pos.get([0]) as i64;
+        let valid = if p < 0 { 0 } else { (p + 1).min(l as i64) as usize };
+        let fresh = (0..l as i64).contains(&p).then_some(p as usize);
+        for h in 0..heads {
+            let at = h * (g + 2) * d;
+            let (qs, new_kv) = rope_inputs(|c| qkv.get([0, at + c]).to_f32(), &cs, g, d);
+            let row = |r: usize, i: usize| match fresh {
+                Some(f) if f == r => (new_kv[i], new_kv[d + i]),
+                _ => (kc.get([h, r, i]).to_f32(), vc.get([h, r, i]).to_f32()),
+            };
+            let (_, sums, o) = chunk_values(&qs, row, valid, scale, d);
+            for (gi, sum) in sums.iter().enumerate() {
+                for i in 0..d {
+                    let y = if *sum > 0.0 { o[gi * d + i] / sum } else { 0.0 };
+                    out.set([0, (h * g + gi) * d + i], bf16::from_f32(y));
+                }
+            }
+            if let Some(f) = fresh {
+                for i in 0..d {
+                    kc.set([h, f, i], bf16::from_f32(new_kv[i]));
+                    vc.set([h, f, i], bf16::from_f32(new_kv[d + i]));
+                }
+            }
+        }
+    }
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"
@@ -786,16 +990,37 @@ fn chunk_reference(
     ml: &mut TileMut<'_, f32, 2>,
 ) {
     let [g, d] = o.shape();
+    let (maxima, sums, out) = chunk_values(&q[..g * d], kv, valid, scale, d);
+    for gi in 0..g {
+        ml.set([gi, 0], maxima[gi]);
+        ml.set([gi, 1], sums[gi]);
+        for i in 0..d {
+            o.set([gi, i], out[gi * d + i]);
+        }
+    }
+}
+
+/// The values of [`chunk_reference`] for the query heads `q` (`G x D` row-major, `D =
+/// d`): each head's max and sum, and its unnormalised output (`G x D`).
+fn chunk_values(
+    q: &[f32],
+    kv: impl Fn(usize, usize) -> (f32, f32),
+    valid: usize,
+    scale: f32,
+    d: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let g = q.len() / d;
+    let (mut maxima, mut sums, mut out) = (vec![0f32; g], vec![0f32; g], vec![0f32; g * d]);
     for gi in 0..g {
         let s: Vec<f32> = (0..valid).map(|p| scale * (0..d).map(|i| q[gi * d + i] * kv(p, i).0).sum::<f32>()).collect();
         let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let e: Vec<f32> = s.iter().map(|s| (s - m).exp()).collect();
-        ml.set([gi, 0], m);
-        ml.set([gi, 1], e.iter().sum());
+        (maxima[gi], sums[gi]) = (m, e.iter().sum());
         for i in 0..d {
-            o.set([gi, i], (0..valid).map(|p| e[p] * kv(p, i).1).sum());
+            out[gi * d + i] = (0..valid).map(|p| e[p] * kv(p, i).1).sum();
         }
     }
+    (maxima, sums, out)
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"

@@ -80,7 +80,8 @@ gemv_kernel!(decode_gemv_b33, 33);
 gemv_kernel!(decode_gemv_b64, 64);
 
 macro_rules! attention_kernel {
-    ($name:ident, $fused:ident, $split:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal, $scale:tt) => {
+    ($name:ident, $fused:ident, $whole:ident, $split:ident, $g:literal, $d:literal, $l:literal, $c:literal, $s:literal,
+     $hh:literal, $scale:tt) => {
         /// RoPE, KV append and split-KV attention: query heads per KV head, head dim, cache
         /// length, chunk, chunks:
         #[doc = stringify!($g, $d, $l, $c, $s)]
@@ -176,39 +177,77 @@ macro_rules! attention_kernel {
                 );
             });
         }
+
+        /// The same step in whole heads, `HH` KV heads a task (`attention_rope_heads`: RoPE,
+        /// the whole cache in one piece, no merge, the append): query heads per KV head,
+        /// head dim, cache length, heads a task:
+        #[doc = stringify!($g, $d, $l, $hh)]
+        #[megakernel(dims(G = $g, D = $d, L = $l, HH = $hh))]
+        pub fn $whole(
+            qkv: &Tensor<bf16, { [HT, HH * (G + 2) * D] }>,
+            pos: &Tensor<i32, { [1] }>,
+            rope: &mut Tensor<f32, { [1, D] }>,
+            kc: &mut Tensor<bf16, { [HT * HH, L, D] }>,
+            vc: &mut Tensor<bf16, { [HT * HH, L, D] }>,
+            out: &mut Tensor<bf16, { [HT, HH * G * D] }>,
+        ) {
+            let turned = event!([1]);
+            tile!(angles[i] in [1] {
+                rope_table(pos.tile([0], [1]), 500000.0, 8.0, 1.0, 4.0, 8192.0, rope.tile([i, 0], [1, D]));
+                signal!(turned[i]);
+            });
+            tile!(attend[t] in [HT] {
+                wait!(turned[0]);
+                attention_rope_heads(
+                    qkv.tile([t, 0], [1, HH * (G + 2) * D]),
+                    pos.tile([0], [1]),
+                    rope.tile([0, 0], [1, D]),
+                    $scale,
+                    kc.tile([t, 0, 0], [HH, L, D]),
+                    vc.tile([t, 0, 0], [HH, L, D]),
+                    out.tile([t, 0], [1, HH * G * D]),
+                );
+            });
+        }
     };
 }
 attention_kernel!(
     decode_attention_g4_d128,
     fused_attention_g4_d128,
+    whole_attention_g4_d128,
     attention_rope_split,
     4,
     128,
     1024,
     256,
     4,
+    2,
     0.08838834764831845
 );
 attention_kernel!(
     decode_attention_g8_d64,
     fused_attention_g8_d64,
+    whole_attention_g8_d64,
     attention_rope_split_lazy,
     8,
     64,
     1024,
     256,
     4,
+    4,
     0.125
 );
 attention_kernel!(
     decode_attention_32k,
     fused_attention_32k,
+    whole_attention_32k,
     attention_rope_split_lazy,
     4,
     128,
     32768,
     1024,
     32,
+    8,
     0.08838834764831845
 );
 
@@ -369,17 +408,20 @@ pub fn check_gemv<B: Backend>(
 /// The attention kernels: which one, by (G, D, L).
 #[derive(Clone, Copy, Debug)]
 pub enum Attention {
-    /// 4 query heads per KV head, head dim 128, cache 1024 in 4 chunks.
+    /// 4 query heads per KV head, head dim 128, cache 1024 in 4 chunks; whole heads 2 a task.
     G4D128,
-    /// 8 query heads per KV head, head dim 64, cache 1024 in 4 chunks.
+    /// 8 query heads per KV head, head dim 64, cache 1024 in 4 chunks; whole heads 4 a task.
     G8D64,
-    /// 4 query heads per KV head, head dim 128, cache 32768 in 32 chunks.
+    /// 4 query heads per KV head, head dim 128, cache 32768 in 32 chunks; whole heads 8 a
+    /// task (two rounds of four on a CTA of 16 warps).
     Long,
 }
 
 /// Runs an attention kernel with `heads` KV heads, the new token at `pos` (so `pos + 1`
 /// valid positions), on `backend` and on the CPU in order, and compares q after RoPE, the
-/// caches, the partials and the output.
+/// caches, the partials and the output; then the fused forms on `backend` (split pieces
+/// with RoPE, and whole heads when `heads` is a multiple of the kernel's heads a task)
+/// against the CPU's caches and output.
 #[allow(clippy::too_many_arguments)]
 pub fn check_attention<B: Backend>(
     backend: &B,
@@ -391,10 +433,10 @@ pub fn check_attention<B: Backend>(
     chaos: Option<u64>,
     tol: f64,
 ) {
-    let (g, d, l, s) = match which {
-        Attention::G4D128 => (4, 128, 1024, 4),
-        Attention::G8D64 => (8, 64, 1024, 4),
-        Attention::Long => (4, 128, 32768, 32),
+    let (g, d, l, s, hh) = match which {
+        Attention::G4D128 => (4, 128, 1024, 4, 2),
+        Attention::G8D64 => (8, 64, 1024, 4, 4),
+        Attention::Long => (4, 128, 32768, 32, 8),
     };
     let q = Tensor::<bf16>::random(&[heads * g, d], seed);
     let knew = Tensor::<bf16>::random(&[heads, d], seed + 1);
@@ -497,6 +539,34 @@ pub fn check_attention<B: Backend>(
         let what = format!("{which:?} fused, {heads} KV heads, position {pos}: {what}");
         close(&what, got, &want[k], tol);
     }
+    if !heads.is_multiple_of(hh) {
+        return;
+    }
+    // whole heads, `hh` a task: the same caches and output
+    let qkv = Tensor::from_vec(&[heads / hh, hh * (g + 2) * d], qkv.as_slice().to_vec()).unwrap();
+    let dqkv = be.upload(&qkv).unwrap();
+    let (mut dkc, mut dvc) = (be.upload(&kc).unwrap(), be.upload(&vc).unwrap());
+    let mut out = be.upload(&Tensor::<bf16>::poisoned(&[heads / hh, hh * g * d])).unwrap();
+    let mut rope = be.upload(&Tensor::<f32>::poisoned(&[1, d])).unwrap();
+    match which {
+        Attention::G4D128 => {
+            whole_attention_g4_d128::launch_with(be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut out)
+        }
+        Attention::G8D64 => {
+            whole_attention_g8_d64::launch_with(be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut out)
+        }
+        Attention::Long => whole_attention_32k::launch_with(be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut out),
+    }
+    .unwrap();
+    let whole = [
+        be.download(&dkc).unwrap().to_f32(),
+        be.download(&dvc).unwrap().to_f32(),
+        Tensor::from_vec(&[heads * g, d], be.download(&out).unwrap().to_f32().as_slice().to_vec()).unwrap(),
+    ];
+    for (got, (k, what, tol)) in whole.iter().zip([(1, "k cache", tol), (2, "v cache", tol), (5, "attention", sums)]) {
+        let what = format!("{which:?} whole heads ({hh} a task), {heads} KV heads, position {pos}: {what}");
+        close(&what, got, &want[k], tol);
+    }
 }
 
 /// Runs a misc kernel (embedding, norms, elementwise, argmax) on `backend` and on the CPU
@@ -593,7 +663,7 @@ fn main() {
             check_gemv(&cpu, 9, 1, 25 + k as u64, schedule, chaos, 0.0);
             for pos in [0, 16, 999] {
                 check_attention(&cpu, Attention::G4D128, 2, pos, 30 + pos as u64, schedule, chaos, 0.0);
-                check_attention(&cpu, Attention::G8D64, 2, pos, 40 + pos as u64, schedule, chaos, 0.0);
+                check_attention(&cpu, Attention::G8D64, 4, pos, 40 + pos as u64, schedule, chaos, 0.0);
             }
             check_misc(&cpu, 1, 50, schedule, chaos, 0.0);
             check_misc(&cpu, 16, 51, schedule, chaos, 0.0);
