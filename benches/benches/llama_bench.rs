@@ -26,7 +26,7 @@ use et_benches::llama_baseline::shape::StepBytes;
 use et_benches::llama_baseline::{Baseline, Mode};
 use et_benches::llama_report::{self as report, FirstTokenRow, Record, StepRow};
 use et_benches::{median, trace_report};
-use et_core::{Backend, LaunchOptions, ScheduleKind};
+use et_core::{Backend, LaunchOptions, ScheduleKind, Tensor};
 use et_device::Cuda;
 use llama::{Decoder, LlamaConfig, LlamaWeights, Stamp};
 
@@ -307,20 +307,34 @@ fn time_steps(warmup: usize, steps: usize, mut f: impl FnMut() -> Res<(Duration,
 }
 
 impl Bench<'_> {
-    /// One step of the megakernel and of the baseline at position 0 with a different token
-    /// per sequence: their logits must agree within bf16 tolerance, or nothing is timed.
-    /// The megakernel's logits under each measured schedule (a module each) against the
-    /// baseline's, on the same tokens at position 0.
-    fn cross_check(&self, config: &str, dec: &mut Decoder<'_, Cuda>, bl: &mut Baseline) -> Res<()> {
+    /// The tokens of the cross-check step (position 0): a different one per sequence.
+    fn check_tokens(&self) -> Vec<u32> {
         let vocab = self.weights.config.vocab_size;
-        let ids: Vec<u32> = (0..self.batch).map(|b| ((1 + 7919 * b) % vocab) as u32).collect();
-        let at = vec![0; self.batch];
-        let want = bl.step(Mode::Graph, &ids, &at, true)?.logits.ok_or("the baseline returned no logits")?;
-        let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
+        (0..self.batch).map(|b| ((1 + 7919 * b) % vocab) as u32).collect()
+    }
+
+    /// The megakernel's logits of the cross-check step under each measured schedule (a
+    /// module each), for [`Bench::cross_check`] against the baseline's.
+    fn check_logits(&self, dec: &mut Decoder<'_, Cuda>) -> Res<Vec<(ScheduleKind, Tensor<f32>)>> {
+        let (ids, at) = (self.check_tokens(), vec![0; self.batch]);
+        let mut out = Vec::new();
         for &schedule in self.schedules {
             dec.options = LaunchOptions { schedule: Some(schedule), trace: None, ..LaunchOptions::default() };
-            let got =
-                dec.step(&ids, &at, true).map_err(|e| e.to_string())?.logits.ok_or("the decoder returned no logits")?;
+            let step = dec.step(&ids, &at, true).map_err(|e| e.to_string())?;
+            out.push((schedule, step.logits.ok_or("the decoder returned no logits")?));
+        }
+        Ok(out)
+    }
+
+    /// The baseline's logits of the cross-check step must agree with the megakernel's
+    /// under each schedule within bf16 tolerance, or the run's rows are not reported.
+    fn cross_check(&self, config: &str, megakernel: &[(ScheduleKind, Tensor<f32>)], bl: &mut Baseline) -> Res<()> {
+        let want = bl
+            .step(Mode::Graph, &self.check_tokens(), &vec![0; self.batch], true)?
+            .logits
+            .ok_or("the baseline returned no logits")?;
+        let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (schedule, got) in megakernel {
             let err = got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
             if err.is_nan() || err > 1e-2 {
                 return Err(format!(
@@ -337,6 +351,9 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// The rows of every KV length: the megakernel first, then the baseline, each with a
+    /// cache of the longest length. The two are never resident together: llama-3.1-8b at
+    /// B = 64 and KV 8192 takes 85 GB each (a 69 GB cache and 16 GB of weights).
     fn run(
         &self,
         kvs: &[usize],
@@ -344,30 +361,30 @@ impl Bench<'_> {
         trace: Option<&Path>,
     ) -> Res<Vec<StepRow>> {
         let config = Stamp::find(&self.weights.config, self.batch).map_err(|e| e.to_string())?.geometry().preset;
+        let positions = kvs.iter().copied().max().ok_or("no KV length to measure")?;
         let e = |e: llama::Error| e.to_string();
-        let mut dec = Decoder::new(self.gpu, self.weights, self.batch, LaunchOptions::default()).map_err(e)?;
-        let mut bl = Baseline::new(self.gpu, self.weights, self.batch)?;
-        self.cross_check(config, &mut dec, &mut bl)?;
         let tokens = vec![1u32; self.batch];
-        let mut rows = Vec::new();
-        for &kv in kvs {
-            if kv > dec.max_positions() {
-                return Err(format!("--kv {kv}: the KV cache holds {} positions", dec.max_positions()));
-            }
-            let positions = vec![kv - 1; self.batch];
-            let floor = floor_ms(config, self.batch, kv).ok_or_else(|| format!("no floor for {config}"))?;
-            let row = |variant: &str, (ms, host): (f64, f64), launches| StepRow {
+        let row = |kv: usize, variant: &str, (ms, host): (f64, f64), launches| -> Res<StepRow> {
+            Ok(StepRow {
                 config: config.to_string(),
                 batch: self.batch,
                 kv,
                 variant: variant.to_string(),
                 step_ms: ms,
                 host_us: Some(host),
-                floor_ms: floor,
+                floor_ms: floor_ms(config, self.batch, kv).ok_or_else(|| format!("no floor for {config}"))?,
                 launches: Some(launches),
                 steps: self.steps,
                 source: "this run".into(),
-            };
+            })
+        };
+        let mut rows = Vec::new();
+        let mut dec =
+            Decoder::new(self.gpu, self.weights, self.batch, positions, LaunchOptions::default()).map_err(e)?;
+        println!("  {config} B = {}: KV cache of {positions} positions", self.batch);
+        let megakernel_logits = self.check_logits(&mut dec)?;
+        for &kv in kvs {
+            let positions = vec![kv - 1; self.batch];
             for (variant, schedule) in
                 [(report::MEGAKERNEL_STATIC, ScheduleKind::Static), (report::MEGAKERNEL_DYNAMIC, ScheduleKind::Dynamic)]
                     .into_iter()
@@ -394,7 +411,7 @@ impl Bench<'_> {
                     t.1,
                     t.1 - prepare - submit
                 );
-                rows.push(row(variant, t, 1));
+                rows.push(row(kv, variant, t, 1)?);
                 if let Some(dir) = trace {
                     std::fs::create_dir_all(dir).map_err(|e| format!("--trace {}: {e}", dir.display()))?;
                     let file = dir.join(format!("{config}-b{}-kv{kv}-{schedule:?}.json", self.batch).to_lowercase());
@@ -404,6 +421,12 @@ impl Bench<'_> {
                     print_trace(&file, self.trace_layer)?;
                 }
             }
+        }
+        drop(dec);
+        let mut bl = Baseline::new(self.gpu, self.weights, self.batch, positions)?;
+        self.cross_check(config, &megakernel_logits, &mut bl)?;
+        for &kv in kvs {
+            let positions = vec![kv - 1; self.batch];
             if self.stage_profile {
                 println!(
                     "  {config} B = {} KV = {kv}: baseline GPU time per stage kernel (one step, stream)",
@@ -419,7 +442,7 @@ impl Bench<'_> {
                     let s = bl.step(mode, &tokens, &positions, false)?;
                     Ok((s.kernel, s.wall))
                 })?;
-                rows.push(row(variant, t, launches));
+                rows.push(row(kv, variant, t, launches)?);
             }
         }
         Ok(rows)
@@ -485,7 +508,7 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
     let c = LlamaConfig::preset(config).map_err(|e| e.to_string())?;
     let weights = LlamaWeights::random(&c, seed).map_err(|e| e.to_string())?;
     let made = t0.elapsed();
-    let mut dec = Decoder::new(&gpu, &weights, batch, LaunchOptions::default()).map_err(|e| e.to_string())?;
+    let mut dec = Decoder::new(&gpu, &weights, batch, 1, LaunchOptions::default()).map_err(|e| e.to_string())?;
     let uploaded = t0.elapsed();
     let step = dec.step(&vec![1; batch], &vec![0; batch], false).map_err(|e| e.to_string())?;
     let done = t0.elapsed();

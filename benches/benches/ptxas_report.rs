@@ -97,7 +97,7 @@ fn main() -> Result<(), String> {
         if args.no_baseline {
             continue;
         }
-        let shape = Shape::of(stamp)?;
+        let shape = Shape::of(stamp, 8192)?;
         let stages = source::stages(&shape);
         let src = source::cuda_source(&shape, &stages, k.cuda.block_threads);
         let (out, _) =

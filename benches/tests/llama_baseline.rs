@@ -12,7 +12,7 @@ use llama::{Decoder, LlamaConfig, LlamaWeights, Stamp};
 fn the_baseline_cuda_of_every_stamp_compiles_to_sm90a_cubin() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_cache_dir(None);
     for stamp in Stamp::ALL {
-        let shape = Shape::of(stamp).unwrap();
+        let shape = Shape::of(stamp, 8192).unwrap();
         let stages = source::stages(&shape);
         let src = source::cuda_source(&shape, &stages, stamp.kernel().cuda.block_threads);
         let t0 = std::time::Instant::now();
@@ -40,8 +40,9 @@ fn max_error(got: &Tensor<f32>, want: &Tensor<f32>) -> f32 {
 fn the_baseline_computes_the_megakernels_logits_and_tokens() {
     let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}"));
     let w = LlamaWeights::random(&LlamaConfig::preset("llama-3.2-1b").unwrap(), 2024).unwrap();
-    let mut mk = Decoder::new(&gpu, &w, 1, LaunchOptions::default()).unwrap();
-    let mut bl = Baseline::new(&gpu, &w, 1).unwrap();
+    // an odd cache length: both take it at run time (the baseline compiles for it)
+    let mut mk = Decoder::new(&gpu, &w, 1, 1000, LaunchOptions::default()).unwrap();
+    let mut bl = Baseline::new(&gpu, &w, 1, 1000).unwrap();
     // the B = 1 stamp fuses the norms into the GEMVs: 7 kernels a layer, 3 after them
     assert_eq!(bl.launches_per_step(), 2 + 7 * 16 + 3);
     // a few positions so that the cache holds earlier steps' keys; the modes alternate
@@ -58,6 +59,6 @@ fn the_baseline_computes_the_megakernels_logits_and_tokens() {
         token = want.next[0];
     }
     // a position past the cache is an error, not a launch
-    let err = bl.step(Mode::Graph, &[1], &[8192], false).unwrap_err();
+    let err = bl.step(Mode::Graph, &[1], &[1000], false).unwrap_err();
     assert!(err.contains("past the KV cache"), "{err}");
 }

@@ -116,13 +116,14 @@ impl Stored {
 }
 
 impl<'g> Baseline<'g> {
-    /// Uploads `weights` and compiles the stage kernels of the stamp for their shapes and
-    /// `batch`. The KV cache starts zeroed, the activations poisoned (NaN), as the
-    /// megakernel's `Decoder` does.
-    pub fn new(gpu: &'g Cuda, weights: &LlamaWeights, batch: usize) -> Result<Self, Error> {
+    /// Uploads `weights` and compiles the stage kernels of the stamp for their shapes,
+    /// `batch` and a KV cache of `positions` positions per sequence. The cache starts
+    /// zeroed, the activations poisoned (NaN), as the megakernel's `Decoder` does.
+    pub fn new(gpu: &'g Cuda, weights: &LlamaWeights, batch: usize, positions: usize) -> Result<Self, Error> {
         let c = &weights.config;
         let stamp = Stamp::find(c, batch).map_err(|e| e.to_string())?;
-        let shape = Shape::of(stamp)?;
+        llama::decoder::check_positions(c, positions).map_err(|e| e.to_string())?;
+        let shape = Shape::of(stamp, positions)?;
         shape.check(c)?;
         let stages = source::stages(&shape);
         source::check_stages(&stages)?;

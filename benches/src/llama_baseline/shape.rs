@@ -19,7 +19,9 @@ pub struct Shape {
     pub d: usize,
     pub v: usize,
     pub s: usize,
-    pub c: usize,
+    /// Positions the KV cache holds per sequence (the megakernel's run-time dim `P`; the
+    /// baseline compiles its kernels for it).
+    pub positions: usize,
     pub nq: usize,
     pub qt: usize,
     pub rt: usize,
@@ -43,14 +45,15 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The sizes of `stamp`'s megakernel. Errors, naming the dim, when the megakernel
-    /// lacks one of them or has it symbolic (the baseline then needs updating with it).
-    pub fn of(stamp: Stamp) -> Result<Shape, String> {
-        Shape::from_kernel(stamp.kernel())
+    /// The sizes of `stamp`'s megakernel with a KV cache of `positions` positions per
+    /// sequence. Errors, naming the dim, when the megakernel lacks one of them or has it
+    /// symbolic (the baseline then needs updating with it).
+    pub fn of(stamp: Stamp, positions: usize) -> Result<Shape, String> {
+        Shape::from_kernel(stamp.kernel(), positions)
     }
 
-    /// The sizes read from `kernel`'s static dims.
-    pub fn from_kernel(kernel: &Kernel) -> Result<Shape, String> {
+    /// The sizes read from `kernel`'s static dims, with a cache of `positions` positions.
+    pub fn from_kernel(kernel: &Kernel, positions: usize) -> Result<Shape, String> {
         let dim = |name: &str| -> Result<usize, String> {
             let d = kernel.graph.dims.iter().find(|d| d.name == name).ok_or_else(|| {
                 format!("megakernel `{}` has no dim `{name}`: the kernel-per-operator baseline reads it", kernel.name())
@@ -68,7 +71,7 @@ impl Shape {
             d: dim("D")?,
             v: dim("V")?,
             s: dim("S")?,
-            c: dim("C")?,
+            positions,
             nq: dim("NQ")?,
             qt: dim("QT")?,
             rt: dim("RT")?,
@@ -116,7 +119,7 @@ impl Shape {
 
     /// Positions the KV cache holds per sequence and KV head.
     pub fn max_positions(&self) -> usize {
-        self.s * self.c
+        self.positions
     }
 }
 
@@ -163,13 +166,16 @@ mod tests {
     #[test]
     fn every_stamp_has_a_shape_that_tiles_its_model() {
         for stamp in Stamp::ALL {
-            let shape = Shape::of(stamp).unwrap();
+            let shape = Shape::of(stamp, 100).unwrap();
             let geo = stamp.geometry();
             let config = LlamaConfig::preset(geo.preset).unwrap();
             shape.check(&config).unwrap();
-            assert_eq!((shape.b, shape.s, shape.c, shape.vt), (geo.batch, geo.chunks, geo.chunk, geo.vocab_tiles));
+            assert_eq!(
+                (shape.b, shape.s, shape.vt, shape.max_positions()),
+                (geo.batch, geo.chunks, geo.vocab_tiles, 100)
+            );
         }
-        let s = Shape::of(Stamp::Llama1bB1).unwrap();
+        let s = Shape::of(Stamp::Llama1bB1, 8192).unwrap();
         assert_eq!((s.hd, s.nq, s.qt, s.max_positions()), (2048, 24, 128, 8192));
         let tiny = LlamaConfig::preset("tiny").unwrap();
         assert!(s.check(&tiny).unwrap_err().contains("HD is the hidden size"));

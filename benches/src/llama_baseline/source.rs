@@ -236,14 +236,14 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             b * nkv / h,
             true,
             &[Layer, B(Buf::Qkv), B(Buf::Pos), B(Buf::Rope), F(Scalar::Scale), B(Buf::Kc), B(Buf::Vc), B(Buf::Attn)],
-            e(&[&[1, h * qkv_row], &[1], &[1, d], &[], &[h, s.s * s.c, d], &[h, s.s * s.c, d], &[1, h * g * d]]),
+            e(&[&[1, h * qkv_row], &[1], &[1, d], &[], &[h, s.positions, d], &[h, s.positions, d], &[1, h * g * d]]),
             &format!(
                 "constexpr int H = {h}, KH = NKV / H;
     const long long b = blk / KH, kp = blk % KH;
     op_attention_rope_heads::attention_rope_heads(T2(et::bf16, 1, H * (G + 2) * D, qkv, QT * NQ, l * B + b, kp),
         T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), scale,
-        T3(et::bf16, H, S * C, D, kc, S * C, D, (l * B + b) * KH + kp, 0, 0),
-        T3(et::bf16, H, S * C, D, vc, S * C, D, (l * B + b) * KH + kp, 0, 0),
+        T3(et::bf16, H, P, D, kc, P, D, (l * B + b) * KH + kp, 0, 0),
+        T3(et::bf16, H, P, D, vc, P, D, (l * B + b) * KH + kp, 0, 0),
         T2(et::bf16, 1, H * G * D, attn, NKV * G * D, l * B + b, kp));"
             ),
         )],
@@ -263,11 +263,11 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                 B(Buf::Po),
                 B(Buf::Pml),
             ],
-            e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.s * s.c, d], &[1, s.s * s.c, d], &[g, d], &[g, 2]]),
+            e(&[&[1, qkv_row], &[1], &[1, d], &[], &[], &[], &[1, s.positions, d], &[1, s.positions, d], &[g, d], &[g, 2]]),
             &format!(
                 "const long long b = blk / (NKV * S), k = blk / S % NKV, c = blk % S, head = (l * B + b) * NKV + k;
     op_{0}::{0}(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k), T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
-        c, S, scale, T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0), T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0),
+        c, S, scale, T3(et::bf16, 1, P, D, kc, P, D, head, 0, 0), T3(et::bf16, 1, P, D, vc, P, D, head, 0, 0),
         T2(float, G, D, po, D, head * S + c, 0), T2(float, G, 2, pml, 2, head * S + c, 0));",
                 attention.name
             ),
@@ -296,12 +296,12 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                 B(Buf::Kc),
                 B(Buf::Vc),
             ],
-            e(&[&[1, qkv_row], &[1], &[1, d], &[1, s.s * s.c, d], &[1, s.s * s.c, d]]),
+            e(&[&[1, qkv_row], &[1], &[1, d], &[1, s.positions, d], &[1, s.positions, d]]),
             "const long long b = blk / NKV, k = blk % NKV, head = (l * B + b) * NKV + k;
     op_attention_kv_append::attention_kv_append(T2(et::bf16, 1, (G + 2) * D, qkv, QT * NQ, l * B + b, k),
                                                 T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0),
-                                                T3(et::bf16, 1, S * C, D, kc, S * C, D, head, 0, 0),
-                                                T3(et::bf16, 1, S * C, D, vc, S * C, D, head, 0, 0));",
+                                                T3(et::bf16, 1, P, D, kc, P, D, head, 0, 0),
+                                                T3(et::bf16, 1, P, D, vc, P, D, head, 0, 0));",
         )]
     };
     // the norm and the GEMV that reads it: two stages, or one fused stage
@@ -545,7 +545,7 @@ pub fn cuda_source(shape: &Shape, stages: &[Stage], threads: u32) -> String {
         ("D", s.d),
         ("V", s.v),
         ("S", s.s),
-        ("C", s.c),
+        ("P", s.positions),
         ("NQ", s.nq),
         ("QT", s.qt),
         ("RT", s.rt),
@@ -613,7 +613,7 @@ mod tests {
     #[test]
     fn every_stamp_passes_its_ops_contracts() {
         for stamp in Stamp::ALL {
-            let shape = Shape::of(stamp).unwrap();
+            let shape = Shape::of(stamp, 8192).unwrap();
             let st = stages(&shape);
             check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
             // 2 + 9 per layer + 4 launches (7 and 3 with the norms fused; the attention's
@@ -631,7 +631,7 @@ mod tests {
 
     #[test]
     fn a_wrong_tile_is_a_contract_error_naming_the_stage() {
-        let shape = Shape::of(Stamp::Llama1bB1).unwrap();
+        let shape = Shape::of(Stamp::Llama1bB1, 8192).unwrap();
         let mut st = stages(&shape);
         let qkv = st.iter().position(|s| s.kernel == "bl_qkv_proj").unwrap();
         st[qkv].extents[1] = vec![1, 1024];
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn the_source_declares_each_op_once_and_one_kernel_per_stage() {
-        let shape = Shape::of(Stamp::TinyB2).unwrap();
+        let shape = Shape::of(Stamp::TinyB2, 8192).unwrap();
         let st = stages(&shape);
         let src = cuda_source(&shape, &st, 512);
         assert_eq!(src.matches("namespace op_matvec {").count(), 1);
@@ -654,7 +654,7 @@ mod tests {
         assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_attend(int layer, void* qkv, void* pos, void* rope, float scale"));
         assert!(!src.contains("bl_merge") && !src.contains("bl_chunk"));
         // TinyB1 takes split-KV pieces
-        let shape = Shape::of(Stamp::TinyB1).unwrap();
+        let shape = Shape::of(Stamp::TinyB1, 8192).unwrap();
         let src = cuda_source(&shape, &stages(&shape), 512);
         assert!(src.contains("extern \"C\" __global__ void __launch_bounds__(512, 1) bl_chunk(int layer, void* qkv, void* pos, void* rope, float scale"));
     }

@@ -31,7 +31,9 @@
 //! **Nothing depends on the position.** Positions are an `i32` tensor read on the device;
 //! the positions `0 ..= p` of each KV head are split evenly into `S` pieces
 //! (`attention_rope_split`), so a short context spreads over every piece as a long one
-//! does, and one task graph serves every step; the cache holds `S · C` positions. The
+//! does, and one task graph serves every step. The cache's length `P` (positions per
+//! sequence) is a run-time dim read from the cache tensors: the host sizes the cache for
+//! the context it needs, and one compilation serves every length. The
 //! pieces read the step's new key and value from the projection, and the merge, which
 //! runs once every piece has read the cache, appends them (`attention_kv_append`). From
 //! batch 32 a piece per KV head (`S = 1`) holds the whole cache, and a task takes whole
@@ -63,7 +65,8 @@ use et_core::prelude::*;
 /// one task, no merge.
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
-/// dim; `V` vocabulary; `S` attention pieces per KV head over a cache of `S · C` positions. GEMV row tiles: the fused QKV
+/// dim; `V` vocabulary; `S` attention pieces per KV head (the cache's `P` positions per
+/// sequence are a run-time dim, like the number of layers `L`). GEMV row tiles: the fused QKV
 /// projection (`NKV · (G + 2) · D` rows, per KV head `G` query heads, its key, its value)
 /// in `QT` tiles of `NQ` rows, `RT = (G + 2) · D / NQ` of them per KV head; the output
 /// projection in `OT` tiles of `NO`; gate/up in `MT` tiles of `NM` (intermediate size
@@ -73,7 +76,7 @@ use et_core::prelude::*;
 /// context) and the attention scale `1/√D`.
 macro_rules! decode_step {
     ($name:ident, B = $b:literal, HD = $hd:literal, NKV = $nkv:literal, G = $g:literal, D = $d:literal,
-     V = $v:literal, S = $s:literal, C = $c:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
+     V = $v:literal, S = $s:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
      NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
      scale = $scale:tt, attention = $(split($attention:ident))? $(heads(H = $h:literal, KH = $kh:literal))?,
@@ -91,7 +94,7 @@ macro_rules! decode_step {
         )?
 
         /// One decode step of every layer as one megakernel (see [`crate::decode`]).
-        #[megakernel(dims(B = $b, HD = $hd, NKV = $nkv, G = $g, D = $d, V = $v, S = $s, C = $c, NQ = $nq,
+        #[megakernel(dims(B = $b, HD = $hd, NKV = $nkv, G = $g, D = $d, V = $v, S = $s, NQ = $nq,
                           QT = $qt, RT = $rt, NO = $no, OT = $ot, NM = $nm, MT = $mt, ND = $nd, DT = $dt,
                           NV = $nv, VT = $vt $(, H = $h, KH = $kh)?))]
         pub fn $name(
@@ -107,8 +110,8 @@ macro_rules! decode_step {
             w_up: &Tensor<bf16, { [L * MT * NM, HD] }>,
             w_down: &Tensor<bf16, { [L * DT * ND, MT * NM] }>,
             final_norm: &Tensor<bf16, { [HD] }>,
-            kc: &mut Tensor<bf16, { [L * B * NKV, S * C, D] }>,
-            vc: &mut Tensor<bf16, { [L * B * NKV, S * C, D] }>,
+            kc: &mut Tensor<bf16, { [L * B * NKV, P, D] }>,
+            vc: &mut Tensor<bf16, { [L * B * NKV, P, D] }>,
             hs: &mut Tensor<bf16, { [L * B + B, HD] }>,
             hm: &mut Tensor<bf16, { [L * B, HD] }>,
             xn: &mut Tensor<bf16, { [L * B, HD] }>,
@@ -185,8 +188,8 @@ macro_rules! decode_step {
                     c,
                     S,
                     $scale,
-                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
-                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
+                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
                     po.tile([((l * B + b) * NKV + k) * S + c, 0], [G, D]),
                     pml.tile([((l * B + b) * NKV + k) * S + c, 0], [G, 2]),
                 );
@@ -205,8 +208,8 @@ macro_rules! decode_step {
                     qkv.tile([l * B + b, k], [1, (G + 2) * D]),
                     pos.tile([b], [1]),
                     rope.tile([b, 0], [1, D]),
-                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
-                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, S * C, D]),
+                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
+                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
                 );
             });
             )?
@@ -220,8 +223,8 @@ macro_rules! decode_step {
                     pos.tile([b], [1]),
                     rope.tile([b, 0], [1, D]),
                     $scale,
-                    kc.tile([(l * B + b) * KH + kp, 0, 0], [$h, S * C, D]),
-                    vc.tile([(l * B + b) * KH + kp, 0, 0], [$h, S * C, D]),
+                    kc.tile([(l * B + b) * KH + kp, 0, 0], [$h, P, D]),
+                    vc.tile([(l * B + b) * KH + kp, 0, 0], [$h, P, D]),
                     attn.tile([l * B + b, kp], [1, H * G * D]),
                 );
                 signal!(merged[l]);
@@ -317,7 +320,7 @@ macro_rules! decode_step {
 
 /// Stamps the `tiny` config's megakernel for a batch size.
 macro_rules! tiny {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -327,7 +330,6 @@ macro_rules! tiny {
             D = 64,
             V = 256,
             S = $s,
-            C = $c,
             NQ = 64,
             QT = 8,
             RT = 4,
@@ -350,10 +352,10 @@ macro_rules! tiny {
 
 /// Stamps llama-3.2-1b's megakernel for a batch size: the fused QKV projection in 128 tiles
 /// of 24 rows (one per SM, where 192 tiles of 16 took two waves), the other GEMVs in 128
-/// tiles, the attention of each KV head in `S` pieces over a cache of `S · C` = 8192
-/// positions (about 128 pieces per layer at every batch: a piece costs a task).
+/// tiles, the attention of each KV head in `S` pieces (about 128 pieces per layer at every
+/// batch: a piece costs a task).
 macro_rules! llama_1b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -363,7 +365,6 @@ macro_rules! llama_1b {
             D = 64,
             V = 128256,
             S = $s,
-            C = $c,
             NQ = 24,
             QT = 128,
             RT = 16,
@@ -386,7 +387,7 @@ macro_rules! llama_1b {
 
 /// Stamps llama-3.1-8b's megakernel for a batch size (the 1B's tiling, twice the rows).
 macro_rules! llama_8b {
-    ($name:ident, B = $b:literal, S = $s:literal, C = $c:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
+    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
         decode_step!(
             $name,
             B = $b,
@@ -396,7 +397,6 @@ macro_rules! llama_8b {
             D = 128,
             V = 128256,
             S = $s,
-            C = $c,
             NQ = 48,
             QT = 128,
             RT = 16,
@@ -429,76 +429,13 @@ macro_rules! llama_8b {
 // 28% faster at B = 64 (2.740 against 3.804 ms) and 4% at B = 32 (RESULTS run 24).
 // The tiny config has both forms of each, so the CPU tests check every one against the
 // reference.
-tiny!(decode_tiny_b1, B = 1, S = 8, C = 4, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
-tiny!(
-    decode_tiny_b2,
-    B = 2,
-    S = 1,
-    C = 32,
-    attention = heads(H = 2, KH = 1),
-    norms = tasks(norm1, norm2, final_norm_row)
-);
-llama_1b!(
-    decode_1b_b1,
-    B = 1,
-    S = 16,
-    C = 512,
-    attention = split(attention_rope_split),
-    norms = fused(qkv_proj, mlp, head)
-);
-llama_1b!(
-    decode_1b_b8,
-    B = 8,
-    S = 2,
-    C = 4096,
-    attention = split(attention_rope_split_lazy),
-    norms = fused(qkv_proj, mlp, head)
-);
-llama_1b!(
-    decode_1b_b32,
-    B = 32,
-    S = 1,
-    C = 8192,
-    attention = heads(H = 2, KH = 4),
-    norms = tasks(norm1, norm2, final_norm_row)
-);
-llama_1b!(
-    decode_1b_b64,
-    B = 64,
-    S = 1,
-    C = 8192,
-    attention = heads(H = 4, KH = 2),
-    norms = tasks(norm1, norm2, final_norm_row)
-);
-llama_8b!(
-    decode_8b_b1,
-    B = 1,
-    S = 16,
-    C = 512,
-    attention = split(attention_rope_split),
-    norms = fused(qkv_proj, mlp, head)
-);
-llama_8b!(
-    decode_8b_b8,
-    B = 8,
-    S = 2,
-    C = 4096,
-    attention = split(attention_rope_split_lazy),
-    norms = fused(qkv_proj, mlp, head)
-);
-llama_8b!(
-    decode_8b_b32,
-    B = 32,
-    S = 1,
-    C = 8192,
-    attention = heads(H = 2, KH = 4),
-    norms = tasks(norm1, norm2, final_norm_row)
-);
-llama_8b!(
-    decode_8b_b64,
-    B = 64,
-    S = 1,
-    C = 8192,
-    attention = heads(H = 4, KH = 2),
-    norms = tasks(norm1, norm2, final_norm_row)
-);
+tiny!(decode_tiny_b1, B = 1, S = 8, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+tiny!(decode_tiny_b2, B = 2, S = 1, attention = heads(H = 2, KH = 1), norms = tasks(norm1, norm2, final_norm_row));
+llama_1b!(decode_1b_b1, B = 1, S = 16, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+llama_1b!(decode_1b_b8, B = 8, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
+llama_1b!(decode_1b_b32, B = 32, S = 1, attention = heads(H = 2, KH = 4), norms = tasks(norm1, norm2, final_norm_row));
+llama_1b!(decode_1b_b64, B = 64, S = 1, attention = heads(H = 4, KH = 2), norms = tasks(norm1, norm2, final_norm_row));
+llama_8b!(decode_8b_b1, B = 1, S = 16, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+llama_8b!(decode_8b_b8, B = 8, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
+llama_8b!(decode_8b_b32, B = 32, S = 1, attention = heads(H = 2, KH = 4), norms = tasks(norm1, norm2, final_norm_row));
+llama_8b!(decode_8b_b64, B = 64, S = 1, attention = heads(H = 4, KH = 2), norms = tasks(norm1, norm2, final_norm_row));

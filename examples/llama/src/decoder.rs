@@ -57,8 +57,6 @@ pub struct Geometry {
     pub batch: usize,
     /// Attention pieces per KV head.
     pub chunks: usize,
-    /// The cache holds `chunks · chunk` positions per sequence.
-    pub chunk: usize,
     /// Vocabulary tiles of the LM head (the argmax's partials).
     pub vocab_tiles: usize,
 }
@@ -93,7 +91,7 @@ impl Stamp {
             // every stamp is a `decode_step!` line, whose dims are literals
             _ => unreachable!("decode_step! gives `{}` a static dim {name}", kernel.name()),
         };
-        Geometry { preset, batch: dim("B"), chunks: dim("S"), chunk: dim("C"), vocab_tiles: dim("VT") }
+        Geometry { preset, batch: dim("B"), chunks: dim("S"), vocab_tiles: dim("VT") }
     }
 
     /// Its megakernel: the graph's static dims are the stamp's tile sizes (read by the
@@ -138,6 +136,19 @@ impl Stamp {
             format!("no decode megakernel for a batch of {batch} with this model (batches: {})", batches.join(", "))
         }))
     }
+}
+
+/// Errors unless a KV cache of `positions` positions per sequence is one `config`'s
+/// model can use: at least one position, and positions the megakernel's `i32` position
+/// tensor and the model's context (`max_position_embeddings`) can address.
+pub fn check_positions(config: &LlamaConfig, positions: usize) -> Result<()> {
+    let context = config.max_position_embeddings.min(i32::MAX as usize);
+    if positions == 0 || positions > context {
+        return Err(Error::Input(format!(
+            "a KV cache of {positions} positions: the model takes 1 to {context} positions per sequence"
+        )));
+    }
+    Ok(())
 }
 
 /// A tensor of `t`'s data under another shape of the same size.
@@ -193,6 +204,8 @@ pub struct Decoder<'b, Bk: Backend> {
     backend: &'b Bk,
     stamp: Stamp,
     config: LlamaConfig,
+    /// Positions the KV cache holds per sequence.
+    positions: usize,
     /// Launch options of every step (schedule, chaos, trace, ..).
     pub options: LaunchOptions,
     table: Bk::Tensor<bf16>,
@@ -263,11 +276,21 @@ fn write_if_changed<Bk: Backend>(
 }
 
 impl<'b, Bk: Backend> Decoder<'b, Bk> {
-    /// Uploads `weights` for steps of `batch` sequences; the KV cache starts zeroed and
-    /// the activations poisoned (NaN), so a read of something not written this step shows.
-    pub fn new(backend: &'b Bk, weights: &LlamaWeights, batch: usize, options: LaunchOptions) -> Result<Self> {
+    /// Uploads `weights` for steps of `batch` sequences with a KV cache of `positions`
+    /// positions per sequence (the longest context a step may attend over; the megakernel
+    /// reads the cache's length at run time, so any length takes the same compilation).
+    /// The cache starts zeroed and the activations poisoned (NaN), so a read of something
+    /// not written this step shows.
+    pub fn new(
+        backend: &'b Bk,
+        weights: &LlamaWeights,
+        batch: usize,
+        positions: usize,
+        options: LaunchOptions,
+    ) -> Result<Self> {
         let c = &weights.config;
         let stamp = Stamp::find(c, batch)?;
+        check_positions(c, positions)?;
         let geo = stamp.geometry();
         let (l, h, i, d, nkv, g) =
             (c.num_layers, c.hidden_size, c.intermediate_size, c.head_dim, c.num_kv_heads, c.group_size());
@@ -276,11 +299,12 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         let zeros = |shape: &[usize]| backend.upload(&Tensor::<bf16>::zeros(shape)).map_err(Error::from);
         let nan = |shape: &[usize]| backend.upload(&Tensor::<bf16>::poisoned(shape)).map_err(Error::from);
         let nan32 = |shape: &[usize]| backend.upload(&Tensor::<f32>::poisoned(shape)).map_err(Error::from);
-        let cache = [l * b * nkv, geo.chunks * geo.chunk, d];
+        let cache = [l * b * nkv, positions, d];
         Ok(Decoder {
             backend,
             stamp,
             config: c.clone(),
+            positions,
             options,
             table: up(&weights.embed)?,
             lm_head: weights.lm_head.as_ref().map(up).transpose()?,
@@ -321,8 +345,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
 
     /// Positions the KV cache holds per sequence.
     pub fn max_positions(&self) -> usize {
-        let g = self.stamp.geometry();
-        g.chunks * g.chunk
+        self.positions
     }
 
     /// One decode step: sequence `b` reads `tokens[b]` at `positions[b]`, appends its key

@@ -87,7 +87,9 @@ fn decode<B: Backend>(
     {
         return Err(format!("--config {name} does not have the shapes of the weights in the directory").into());
     }
-    let mut decoder = Decoder::new(backend, &weights, args.batch, LaunchOptions::default())?;
+    // the cache holds what generation attends over: the prompt and the tokens fed back
+    let positions = (args.prompt_ids.len() + args.tokens as usize).saturating_sub(1).max(1);
+    let mut decoder = Decoder::new(backend, &weights, args.batch, positions, LaunchOptions::default())?;
     println!(
         "megakernel {:?}: {} layers, batch {}, KV cache of {} positions",
         decoder.stamp(),

@@ -37,7 +37,7 @@ fn top2(row: &[f32]) -> (usize, f32) {
 /// (tokens compared, tokens that had a clear margin and agreed).
 fn side_by_side(gpu: &et_device::Cuda, w: &LlamaWeights, prompts: &[Vec<u32>], steps: usize) -> (usize, usize) {
     let batch = prompts.len();
-    let mut dec = Decoder::new(gpu, w, batch, LaunchOptions::default()).unwrap();
+    let mut dec = Decoder::new(gpu, w, batch, steps, LaunchOptions::default()).unwrap();
     let reference = Reference::new(w);
     let mut cache = KvCache::new(&w.config, batch, steps);
     let vocab = w.config.vocab_size;
@@ -98,11 +98,11 @@ fn generation_feeding_tokens_back_on_the_device_equals_writing_them_from_the_hos
     let prompt = vec![128000u32, 791, 6864, 315];
     let n_tokens = 8;
     // one decoder's `generate` copies each step's tokens into its ids on the device ...
-    let mut dec = Decoder::new(&gpu, &w, 1, LaunchOptions::default()).unwrap();
+    let steps = prompt.len() + n_tokens - 1;
+    let mut dec = Decoder::new(&gpu, &w, 1, steps, LaunchOptions::default()).unwrap();
     let run = dec.generate(std::slice::from_ref(&prompt), n_tokens, |_, _| {}).unwrap();
     // ... another's steps are given every id from the host, written into its buffers
-    let mut host = Decoder::new(&gpu, &w, 1, LaunchOptions::default()).unwrap();
-    let steps = prompt.len() + n_tokens - 1;
+    let mut host = Decoder::new(&gpu, &w, 1, steps, LaunchOptions::default()).unwrap();
     let (mut tokens, mut logits) = (Vec::new(), None);
     for pos in 0..steps {
         let input = *prompt.get(pos).or(tokens.last()).unwrap();

@@ -34,9 +34,10 @@ const LOGIT_TOL: f32 = 1e-2;
 fn side_by_side(w: &LlamaWeights, prompts: &[Vec<u32>], n_tokens: usize, opts: LaunchOptions) -> Vec<Vec<u32>> {
     let cpu = Cpu::new();
     let batch = prompts.len();
-    let mut dec = Decoder::new(&cpu, w, batch, opts).unwrap();
-    let reference = Reference::new(w);
     let steps = prompts.iter().map(Vec::len).max().unwrap() + n_tokens - 1;
+    // a cache of exactly the positions the run attends over
+    let mut dec = Decoder::new(&cpu, w, batch, steps, opts).unwrap();
+    let reference = Reference::new(w);
     let mut cache = KvCache::new(&w.config, batch, steps);
     let mut out: Vec<Vec<u32>> = vec![vec![]; batch];
     let vocab = w.config.vocab_size;
@@ -67,7 +68,7 @@ fn one_step_is_the_reference_step_exactly_while_one_kv_chunk_is_live() {
     // so every bf16 store and the f32 logits equal the reference's bit for bit.
     let w = tiny(5);
     let cpu = Cpu::new();
-    let mut dec = Decoder::new(&cpu, &w, 1, LaunchOptions::default()).unwrap();
+    let mut dec = Decoder::new(&cpu, &w, 1, 32, LaunchOptions::default()).unwrap();
     assert_eq!(dec.stamp(), Stamp::TinyB1);
     let reference = Reference::new(&w);
     let mut cache = KvCache::new(&w.config, 1, 4);
@@ -102,7 +103,7 @@ fn a_batch_of_two_different_prompts_matches_the_reference() {
         assert_eq!(got, want.tokens, "seed {seed}");
         // and through Decoder::generate, whose last logits are the reference's last
         let cpu = Cpu::new();
-        let mut dec = Decoder::new(&cpu, &w, 2, options(schedule, Some(seed + 1))).unwrap();
+        let mut dec = Decoder::new(&cpu, &w, 2, 9, options(schedule, Some(seed + 1))).unwrap();
         let mut steps = 0;
         let run = dec.generate(&prompts, 6, |_, _| steps += 1).unwrap();
         assert_eq!((run.tokens, steps), (want.tokens, 4 + 6 - 1));
@@ -115,10 +116,15 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
     let w = tiny(0);
     let cpu = Cpu::new();
     let err = |r: llama::Result<Decoder<'_, Cpu>>| r.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(err(Decoder::new(&cpu, &w, 3, LaunchOptions::default())).contains("batches: 1, 2"));
+    assert!(err(Decoder::new(&cpu, &w, 3, 32, LaunchOptions::default())).contains("batches: 1, 2"));
     let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
-    assert!(err(Decoder::new(&cpu, &odd, 1, LaunchOptions::default())).contains("no decode megakernel is stamped"));
-    let mut dec = Decoder::new(&cpu, &w, 1, LaunchOptions::default()).unwrap();
+    assert!(err(Decoder::new(&cpu, &odd, 1, 32, LaunchOptions::default())).contains("no decode megakernel is stamped"));
+    // the cache's length is the host's choice, within the model's context
+    for bad in [0, 2049] {
+        let e = err(Decoder::new(&cpu, &w, 1, bad, LaunchOptions::default()));
+        assert!(e.contains(&format!("a KV cache of {bad} positions: the model takes 1 to 2048")), "{e}");
+    }
+    let mut dec = Decoder::new(&cpu, &w, 1, 32, LaunchOptions::default()).unwrap();
     let msg = |r: llama::Result<llama::Step>| r.unwrap_err().to_string();
     assert!(msg(dec.step(&[1, 2], &[0, 0], false)).contains("2 tokens and 2 positions given for a batch of 1"));
     assert!(msg(dec.step(&[256], &[0], false)).contains("token id 256"));
@@ -142,8 +148,8 @@ fn host_fed<B: et_core::Backend>(
     opts: LaunchOptions,
 ) -> (Vec<Vec<u32>>, Tensor<f32>) {
     let batch = prompts.len();
-    let mut dec = Decoder::new(backend, w, batch, opts).unwrap();
     let steps = prompts.iter().map(Vec::len).max().unwrap() + n_tokens - 1;
+    let mut dec = Decoder::new(backend, w, batch, steps, opts).unwrap();
     let mut out: Vec<Vec<u32>> = vec![vec![]; batch];
     let mut logits = None;
     for pos in 0..steps {
@@ -168,7 +174,7 @@ fn generation_feeding_tokens_back_on_the_device_equals_uploading_every_token() {
     let (w, cpu) = (tiny(5), Cpu::new());
     let prompts = vec![vec![3u32, 17, 40], vec![9]];
     for opts in [options(ScheduleKind::Static, None), options(ScheduleKind::Dynamic, Some(11))] {
-        let mut dec = Decoder::new(&cpu, &w, 2, opts.clone()).unwrap();
+        let mut dec = Decoder::new(&cpu, &w, 2, 8, opts.clone()).unwrap();
         let run = dec.generate(&prompts, 6, |_, _| {}).unwrap();
         let (tokens, logits) = host_fed(&cpu, &w, &prompts, 6, opts);
         assert_eq!(run.tokens, tokens);
