@@ -10,6 +10,13 @@
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB64 --per-group --no-baseline
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1 --schedules static,dynamic
 //!     ET_NVRTC_OPTIONS=-DET_GEMV_MMA_U=2 cargo bench -p et-benches --bench ptxas_report
+//!
+//! To try an edit of an op's CUDA without rebuilding the crates (minutes) for each try,
+//! write a stamp's generated source out, edit it, and report the edited file:
+//!
+//!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama8bB64 --no-baseline --dump-source /tmp/et
+//!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama8bB64 --no-baseline --per-group \
+//!         --source /tmp/et/decode_8b_b64-static.cu
 
 use clap::Parser;
 use et_benches::llama_baseline::{shape::Shape, source};
@@ -34,6 +41,13 @@ struct Args {
     /// which op is short of registers (the real kernel inlines them all).
     #[arg(long)]
     per_group: bool,
+    /// Write each compiled megakernel's CUDA source to `DIR/<kernel>-<schedule>.cu`.
+    #[arg(long, value_name = "DIR")]
+    dump_source: Option<std::path::PathBuf>,
+    /// Compile this file instead of the generated source (one stamp and one schedule):
+    /// an edited `--dump-source` file.
+    #[arg(long, value_name = "FILE")]
+    source: Option<std::path::PathBuf>,
     /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
     #[arg(long, hide = true)]
     bench: bool,
@@ -70,6 +84,18 @@ fn main() -> Result<(), String> {
     options.push("--ptxas-options=-v".into());
     let compiler =
         et_device::Compiler::new("sm_90a").map_err(|e| e.to_string())?.with_cache_dir(None).with_extra_options(options);
+    let edited = match &args.source {
+        Some(path) => {
+            if args.stamps.len() != 1 || args.schedules.len() != 1 {
+                return Err("--source takes one stamp (--stamps) and one schedule (--schedules)".into());
+            }
+            Some(std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    if let Some(dir) = &args.dump_source {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     for stamp in Stamp::ALL {
         if !args.stamps.is_empty() && !args.stamps.iter().any(|s| *s == format!("{stamp:?}")) {
             continue;
@@ -77,9 +103,18 @@ fn main() -> Result<(), String> {
         let k = stamp.kernel();
         let groups: Vec<&str> = k.graph.groups.iter().map(|g| &*g.name).collect();
         for &schedule in &args.schedules {
-            let src = k.cuda_source_for(schedule);
+            let src = edited.clone().unwrap_or_else(|| k.cuda_source_for(schedule));
+            if let Some(dir) = &args.dump_source {
+                let path = dir.join(format!("{}-{}.cu", k.name(), format!("{schedule:?}").to_lowercase()));
+                std::fs::write(&path, &src).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
             let (out, _) = compiler.compile_source(k.name(), &src).map_err(|e| e.to_string())?;
-            println!("=== megakernel {stamp:?} ({}), {schedule:?} module\n{}", k.name(), report(&out.log, &groups));
+            println!(
+                "=== megakernel {stamp:?} ({}), {schedule:?} module, {} bytes of dynamic shared memory (the ops' arena)\n{}",
+                k.name(),
+                k.arena_bytes(),
+                report(&out.log, &groups)
+            );
             if args.per_group {
                 let inlined = "__device__ __forceinline__ void et_group_";
                 if !src.contains(inlined) {

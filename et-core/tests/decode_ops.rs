@@ -507,3 +507,36 @@ fn the_cpu_reference_refuses_a_batch_above_64() {
     let mut y = Tensor::<f32>::zeros(&[65, 8]);
     matvec::<f32>(rd(&w.raw()), rd(&x.raw()), wr(&y.raw_mut()));
 }
+
+#[test]
+fn the_simt_attention_ops_take_what_their_tensor_core_forms_take() {
+    // qkv, pos, cs, part, parts, scale, kc, vc, o, ml: G 4 x D 128, then a bad head dim
+    let split: [&[&[usize]]; 3] = [
+        &[&[1, 768], &[1], &[1, 128], &[], &[], &[], &[1, 1024, 128], &[1, 1024, 128], &[4, 128], &[4, 2]],
+        &[&[1, 576], &[1], &[1, 96], &[], &[], &[], &[1, 1024, 96], &[1, 1024, 96], &[4, 96], &[4, 2]],
+        &[&[1, 768], &[1], &[1, 128], &[], &[], &[], &[1, 1024, 64], &[1, 1024, 128], &[4, 128], &[4, 2]],
+    ];
+    for extents in split {
+        assert_eq!(attention_rope_split_lazy_simt::contract(extents), attention_rope_split_lazy::contract(extents));
+    }
+    assert_eq!(attention_rope_split_lazy_simt::contract(split[0]), Ok(()));
+    // qkv, pos, cs, scale, kc, vc, out: 3 KV heads of G 2 x D 128, then 9 heads
+    let heads: [&[&[usize]]; 2] = [
+        &[&[1, 1536], &[1], &[1, 128], &[], &[3, 1024, 128], &[3, 1024, 128], &[1, 768]],
+        &[&[1, 4608], &[1], &[1, 128], &[], &[9, 1024, 128], &[9, 1024, 128], &[1, 2304]],
+    ];
+    for extents in heads {
+        assert_eq!(attention_rope_heads_simt::contract(extents), attention_rope_heads::contract(extents));
+    }
+    assert_eq!(attention_rope_heads_simt::contract(heads[0]), Ok(()));
+    assert!(call_error(&attention_rope_heads_simt::OP, heads[1]).contains("1 to 8"));
+    // the CUDA of each form is its own function
+    for (tc, simt) in [
+        (&attention_rope_split_lazy::OP, &attention_rope_split_lazy_simt::OP),
+        (&attention_rope_heads::OP, &attention_rope_heads_simt::OP),
+    ] {
+        assert!(
+            simt.cuda.contains(&format!("void {}(", simt.name)) && !simt.cuda.contains(&format!("void {}(", tc.name))
+        );
+    }
+}

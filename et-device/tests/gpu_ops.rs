@@ -39,6 +39,7 @@ fn rope_append_and_split_kv_attention_equal_the_cpu() {
         for pos in [0, 16, 999, 1023] {
             check_attention(&gpu, Attention::G4D128, 8, pos, 200 + pos as u64, schedule, None, TOL);
             check_attention(&gpu, Attention::G8D64, 4, pos, 300 + pos as u64 + k as u64, schedule, None, TOL);
+            check_attention(&gpu, Attention::G2D128, 6, pos, 500 + pos as u64 + k as u64, schedule, None, TOL);
         }
         // 2100: pieces of 65 or 66 rows, whose last step of the lazy fold is part full
         for pos in [0, 2100, 8191, 32767] {

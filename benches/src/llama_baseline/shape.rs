@@ -2,14 +2,18 @@
 //! decode step must read (the floor's numerator).
 
 use et_core::Kernel;
+use et_core::TileOp;
 use et_core::graph::DimKind;
-use et_core::ops::attention_rope_split_lazy;
+use et_core::ops::{
+    attention_rope_heads, attention_rope_heads_simt, attention_rope_split, attention_rope_split_lazy,
+    attention_rope_split_lazy_simt,
+};
 use llama::{LlamaConfig, Stamp};
 
 /// The tile sizes and model dims of one stamp: the static dims of its megakernel (the
 /// literals of its `decode_step!` line), so that the baseline launches exactly the tiles
 /// the megakernel runs. Names as in `llama::decode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 #[allow(missing_docs)]
 pub struct Shape {
     pub b: usize,
@@ -36,13 +40,23 @@ pub struct Shape {
     /// The norms run inside the GEMV tasks that read them (the stamp has no `norm1`
     /// group), not as tasks of their own.
     pub fused_norms: bool,
-    /// The attention pieces fold their rows lazily (the stamp calls
-    /// `attention_rope_split_lazy`, not `attention_rope_split`).
-    pub lazy_attention: bool,
-    /// The KV heads of one attention task when the stamp takes `attention = heads(H, KH)`
+    /// The op of the stamp's attention tasks (one of [`ATTENTION_OPS`]): the baseline's
+    /// attention kernel calls the same one.
+    pub attention: &'static TileOp,
+    /// The KV heads of one attention task when the stamp takes `attention = heads(..)`
     /// (`attention_rope_heads`: whole caches, no merge); `None` for split-KV pieces.
     pub attention_heads: Option<usize>,
 }
+
+/// The ops a `decode_step!` stamp's attention tasks may call: split-KV pieces, or whole
+/// heads (`attention = heads(..)`).
+pub const ATTENTION_OPS: [&TileOp; 5] = [
+    &attention_rope_split::OP,
+    &attention_rope_split_lazy::OP,
+    &attention_rope_split_lazy_simt::OP,
+    &attention_rope_heads::OP,
+    &attention_rope_heads_simt::OP,
+];
 
 impl Shape {
     /// The sizes of `stamp`'s megakernel with a KV cache of `positions` positions per
@@ -84,7 +98,10 @@ impl Shape {
             nv: dim("NV")?,
             vt: dim("VT")?,
             fused_norms: !kernel.graph.groups.iter().any(|g| g.name == "norm1"),
-            lazy_attention: kernel.cuda.ops.iter().any(|op| op.name == attention_rope_split_lazy::OP.name),
+            attention: ATTENTION_OPS
+                .into_iter()
+                .find(|a| kernel.cuda.ops.iter().any(|op| op.name == a.name))
+                .ok_or_else(|| format!("megakernel `{}` calls none of the attention ops", kernel.name()))?,
             attention_heads: match kernel.graph.dims.iter().any(|d| d.name == "H") {
                 true => Some(dim("H")?),
                 false => None,

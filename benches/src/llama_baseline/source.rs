@@ -13,9 +13,8 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_rope_heads, attention_rope_split,
-    attention_rope_split_lazy, embed, matvec, matvec_residual, matvec_silu, rms_norm, rms_norm_matvec,
-    rms_norm_matvec_silu, rope_table,
+    argmax_merge, argmax_partial, attention_kv_append, attention_merge, embed, matvec, matvec_residual, matvec_silu,
+    rms_norm, rms_norm_matvec, rms_norm_matvec_silu, rope_table,
 };
 
 use super::shape::Shape;
@@ -225,26 +224,27 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
     let qkv_row = (g + 2) * d;
     let heads = nkv * g * d;
     let inter = s.mt * s.nm;
-    // the stamp's op for the attention pieces
-    let attention = if s.lazy_attention { &attention_rope_split_lazy::OP } else { &attention_rope_split::OP };
+    // the stamp's attention op
+    let attention = s.attention;
     // the stamp's attention: split-KV pieces, their merge and the KV append; or whole
     // caches of H KV heads a task (`attention_rope_heads`)
     let attention_stages = match s.attention_heads {
         Some(h) => vec![st(
             "attend",
-            &attention_rope_heads::OP,
+            attention,
             b * nkv / h,
             true,
             &[Layer, B(Buf::Qkv), B(Buf::Pos), B(Buf::Rope), F(Scalar::Scale), B(Buf::Kc), B(Buf::Vc), B(Buf::Attn)],
             e(&[&[1, h * qkv_row], &[1], &[1, d], &[], &[h, s.positions, d], &[h, s.positions, d], &[1, h * g * d]]),
             &format!(
-                "constexpr int H = {h}, KH = NKV / H;
+                "constexpr int H = {0}, KH = NKV / H;
     const long long b = blk / KH, kp = blk % KH;
-    op_attention_rope_heads::attention_rope_heads(T2(et::bf16, 1, H * (G + 2) * D, qkv, QT * NQ, l * B + b, kp),
+    op_{1}::{1}(T2(et::bf16, 1, H * (G + 2) * D, qkv, QT * NQ, l * B + b, kp),
         T1(int, 1, pos, b), T2(float, 1, D, rope, D, b, 0), scale,
         T3(et::bf16, H, P, D, kc, P, D, (l * B + b) * KH + kp, 0, 0),
         T3(et::bf16, H, P, D, vc, P, D, (l * B + b) * KH + kp, 0, 0),
-        T2(et::bf16, 1, H * G * D, attn, NKV * G * D, l * B + b, kp));"
+        T2(et::bf16, 1, H * G * D, attn, NKV * G * D, l * B + b, kp));",
+                h, attention.name
             ),
         )],
         None => vec![st(

@@ -58,11 +58,13 @@ use et_core::prelude::*;
 /// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
 /// `attention = split(op)` runs the attention in `S` pieces per KV head with `op`:
 /// `attention_rope_split`, or `attention_rope_split_lazy` (a fold of fewer instructions
-/// for long pieces: from batch 8 on, RESULTS run 22), and a merge task per KV head, which
-/// also appends the key and value. `attention = heads(H = h, KH = k)` (with `S = 1`) runs
-/// it in whole heads, `h` KV heads a task (`k` tasks per sequence, `h · k = NKV`), through
-/// `attention_rope_heads`: RoPE, the whole cache, the normalised output and the append in
-/// one task, no merge.
+/// for long pieces: from batch 8 on, RESULTS run 22; `attention_rope_split_lazy_simt`, the
+/// same on the CUDA cores), and a merge task per KV head, which
+/// also appends the key and value. `attention = heads(op, H = h, KH = k)` (with `S = 1`)
+/// runs it in whole heads, `h` KV heads a task (`k` tasks per sequence, `h · k = NKV`),
+/// through `op`, `attention_rope_heads` or `attention_rope_heads_simt` (its fold on the
+/// CUDA cores): RoPE, the whole cache, the normalised output and the append in one task,
+/// no merge.
 ///
 /// Dims: `B` batch; `HD` hidden; `NKV` KV heads, `G` query heads per KV head, `D` head
 /// dim; `V` vocabulary; `S` attention pieces per KV head (the cache's `P` positions per
@@ -79,7 +81,7 @@ macro_rules! decode_step {
      V = $v:literal, S = $s:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
      NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
-     scale = $scale:tt, attention = $(split($attention:ident))? $(heads(H = $h:literal, KH = $kh:literal))?,
+     scale = $scale:tt, attention = $(split($attention:ident))? $(heads($heads_op:ident, H = $h:literal, KH = $kh:literal))?,
      norms = $(tasks($norm1:ident, $norm2:ident, $norm_final:ident))? $(fused($qkv_normed:ident, $mlp_normed:ident, $head_normed:ident))?) => {
         const _: () = assert!(
             $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
@@ -89,7 +91,7 @@ macro_rules! decode_step {
         $(
             const _: () = assert!(
                 $h * $kh == $nkv && $s == 1,
-                "decode_step!: attention = heads(H, KH) takes H · KH = NKV heads in one piece (S = 1)"
+                "decode_step!: attention = heads(op, H, KH) takes H · KH = NKV heads in one piece (S = 1)"
             );
         )?
 
@@ -218,7 +220,7 @@ macro_rules! decode_step {
             tile!(attend[l, b, kp] in [L, B, KH] {
                 wait!(turned[b]);
                 wait!(qd[l, kp * H * RT .. kp * H * RT + H * RT]);
-                attention_rope_heads(
+                $heads_op(
                     qkv.tile([l * B + b, kp], [1, H * (G + 2) * D]),
                     pos.tile([b], [1]),
                     rope.tile([b, 0], [1, D]),
@@ -427,15 +429,54 @@ macro_rules! llama_8b {
 // 11% faster again, B = 8 level, B = 64 1.7% slower: RESULTS run 23). From batch 32 a
 // task takes whole KV heads (`heads(..)`: 128 tasks a layer, one wave; no merge): the step
 // 28% faster at B = 64 (2.740 against 3.804 ms) and 4% at B = 32 (RESULTS run 24).
+// At 8b's head dim 128 the tensor-core fold (RESULTS run 26) made B = 64 15% faster (KV
+// 1024; 47% at KV 8192) but B = 8 5% and B = 32 12% slower: its registers cost the GEMVs
+// of those megakernels more than the attention gained, so they take the `_simt` ops.
 // The tiny config has both forms of each, so the CPU tests check every one against the
 // reference.
 tiny!(decode_tiny_b1, B = 1, S = 8, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
-tiny!(decode_tiny_b2, B = 2, S = 1, attention = heads(H = 2, KH = 1), norms = tasks(norm1, norm2, final_norm_row));
+tiny!(
+    decode_tiny_b2,
+    B = 2,
+    S = 1,
+    attention = heads(attention_rope_heads, H = 2, KH = 1),
+    norms = tasks(norm1, norm2, final_norm_row)
+);
 llama_1b!(decode_1b_b1, B = 1, S = 16, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
 llama_1b!(decode_1b_b8, B = 8, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
-llama_1b!(decode_1b_b32, B = 32, S = 1, attention = heads(H = 2, KH = 4), norms = tasks(norm1, norm2, final_norm_row));
-llama_1b!(decode_1b_b64, B = 64, S = 1, attention = heads(H = 4, KH = 2), norms = tasks(norm1, norm2, final_norm_row));
+llama_1b!(
+    decode_1b_b32,
+    B = 32,
+    S = 1,
+    attention = heads(attention_rope_heads, H = 2, KH = 4),
+    norms = tasks(norm1, norm2, final_norm_row)
+);
+llama_1b!(
+    decode_1b_b64,
+    B = 64,
+    S = 1,
+    attention = heads(attention_rope_heads, H = 4, KH = 2),
+    norms = tasks(norm1, norm2, final_norm_row)
+);
 llama_8b!(decode_8b_b1, B = 1, S = 16, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
-llama_8b!(decode_8b_b8, B = 8, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
-llama_8b!(decode_8b_b32, B = 32, S = 1, attention = heads(H = 2, KH = 4), norms = tasks(norm1, norm2, final_norm_row));
-llama_8b!(decode_8b_b64, B = 64, S = 1, attention = heads(H = 4, KH = 2), norms = tasks(norm1, norm2, final_norm_row));
+llama_8b!(
+    decode_8b_b8,
+    B = 8,
+    S = 2,
+    attention = split(attention_rope_split_lazy_simt),
+    norms = fused(qkv_proj, mlp, head)
+);
+llama_8b!(
+    decode_8b_b32,
+    B = 32,
+    S = 1,
+    attention = heads(attention_rope_heads_simt, H = 2, KH = 4),
+    norms = tasks(norm1, norm2, final_norm_row)
+);
+llama_8b!(
+    decode_8b_b64,
+    B = 64,
+    S = 1,
+    attention = heads(attention_rope_heads, H = 4, KH = 2),
+    norms = tasks(norm1, norm2, final_norm_row)
+);

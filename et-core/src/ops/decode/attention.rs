@@ -11,9 +11,9 @@
 //! lanes of a row group read one cache row (16-byte loads), so a warp reads 32·8/D rows
 //! at a time with an online softmax per row group, then row groups and warps combine.
 //! The fold of long chunks ([`attention_partial`], [`attention_rope_split_lazy`]) moves
-//! its running max lazily and, at head dim 64, runs on the tensor cores (`mma.m16n8k16`,
-//! 16 rows a warp step); at head dim 128 it takes two rows per row group at a time on
-//! the CUDA cores. Those chunks are bound by instruction issue, not by memory.
+//! its running max lazily and runs on the tensor cores (`mma.m16n8k16`, 16 rows a warp
+//! step; at head dim 128 two warps take the same rows, an output half each). On the CUDA
+//! cores those chunks were bound by instruction issue, not by memory.
 
 use super::decode_cuda;
 use crate::dtype::bf16;
@@ -22,9 +22,13 @@ use crate::tile::{TileMut, TileRef};
 /// The CUDA core of the split-KV ops: one chunk of one KV head for its `G` query heads.
 macro_rules! chunk_cuda {
     ($body:literal) => {
+        chunk_cuda!([] $body)
+    };
+    ([$($pre:expr),*] $body:literal) => {
         decode_cuda!([r#"
 // One KV chunk for the G query heads whose values are in s_q[g * D + i] (shared memory,
-// as the floats of their bf16 values): rows [0, valid) of k and v ([1, C, D]). Writes
+// 16-byte aligned, as the floats of their bf16 values; the tensor-core fold at head dim
+// 128 packs them over themselves): rows [0, valid) of k and v ([1, C, D]). Writes
 // o (G x D, unnormalised) and ml (G x 2: max and sum). SG and SD are the group size and
 // head dimension when the tiles give them at compile time (-1 otherwise): the register
 // arrays then hold exactly G heads and the loops have constant bounds.
@@ -42,8 +46,8 @@ macro_rules! chunk_cuda {
 //   the running max moved only when a score passes it by 2^8. Long chunks are bound by
 //   the fold's instruction issue, not by memory (RESULTS run 22: ncu at 0.65 warps
 //   issued per scheduler, DRAM at 38%): this fold skips most rescales, and streaming the
-//   rows through a ring of bulk copies in shared memory instead was slower. At head dim
-//   64 the same lazy fold runs on the tensor cores instead (`mma_fold`, below).
+//   rows through a ring of bulk copies in shared memory instead was slower. The same
+//   lazy fold runs on the tensor cores instead (`mma_fold`, below) unless ET_ATTN_NO_MMA.
 //
 // Row `xr` (-1: none) is not read from k and v but from `s_new` (shared memory, 16-byte
 // aligned: the key's D bf16 values, then the value's): the new position of a decode step,
@@ -117,20 +121,24 @@ __device__ __forceinline__ void chunk_rows(const uint4 (&kb)[U], const uint4 (&v
     }
 }
 
-// The lazy fold of head dim 64 on the tensor cores (`mma.m16n8k16`, bf16 in, f32
-// accumulate): a warp takes 16 cache rows a step. S = Q·Kᵀ has the G query heads as the
-// rows of A (the rows from G on are zero) and the step's rows as two 8-column tiles; its
-// C fragments are, as they stand, the A fragments of P for O = P·V. The sums over the
+// The lazy fold on the tensor cores (`mma.m16n8k16`, bf16 in, f32 accumulate), head dim
+// KD = 64 or 128: a warp takes 16 cache rows a step. S = Q·Kᵀ has the G query heads as
+// the rows of A (the rows from G on are zero) and the step's rows as two 8-column tiles;
+// its C fragments are, as they stand, the A fragments of P for O = P·V. The sums over the
 // head dimension and over the rows do not depend on their order, so each side takes the
 // order that lets a lane read whole 16-byte pieces of the cache: lane (g = lane / 4,
-// t = lane % 4) reads dims [8t, 8t + 8) and [32 + 8t, 32 + 8t + 8) of key rows g and 8 + g
+// t = lane % 4) reads dims [8t + 32c, 8t + 32c + 8) (c < KD / 32) of key rows g and 8 + g
 // (k step s takes words 2(s % 2), 2(s % 2) + 1 of piece s / 2: the B fragment as loaded,
-// the queries' A fragment packed to match), and dims [8g, 8g + 8) of value rows 2t,
-// 2t + 1, 2t + 8, 2t + 9 (output column tile n pairs element n of those rows with
-// `prmt`, so the lane's O fragment holds dims 16t + n and 16t + 8 + n of head g). P
-// enters the mma as bf16 twice, its rounding and the rest (ET_ATTN_P_SPLIT, default 1),
-// so the weights keep about 16 bits as in the f32 fold. ET_ATTN_NO_MMA keeps the CUDA-core
-// lazy fold for side-by-side runs.
+// the queries' A fragment packed to match), and dims [64h + 8g, 64h + 8g + 8) of value
+// rows 2t, 2t + 1, 2t + 8, 2t + 9 (output column tile n pairs element n of those rows
+// with `prmt`, so the lane's O fragment holds dims 64h + 16t + n and 64h + 16t + 8 + n of
+// head g). A fold produces one 64-dim half h of the output: 32 accumulators a lane, which
+// keeps the fold inside the 128 registers of a 512-thread CTA at head dim 128, where two
+// warps take the same rows, one half each (the second reads the keys from L1 or L2 as
+// the first loads them; the scores are computed twice, the DRAM bytes once). P enters
+// the mma as bf16 twice, its rounding and the rest (ET_ATTN_P_SPLIT, default 1), so the
+// weights keep about 16 bits as in the f32 fold. ET_ATTN_NO_MMA keeps the CUDA-core lazy
+// fold for side-by-side runs.
 #ifndef ET_ATTN_P_SPLIT
 #define ET_ATTN_P_SPLIT 1
 #endif
@@ -145,12 +153,12 @@ __device__ __forceinline__ unsigned attn_word(const uint4& v, int w) {
 }
 // Eight bf16 of cache row `row` at dim `d`: zeros past `valid`, the step's new key or value
 // (`fresh`, shared memory) at row `xr`.
-template <class T>
+template <int KD, class T>
 __device__ __forceinline__ uint4 attn_piece(const T& c, int row, int d, int valid, int xr, const et::bf16* fresh,
                                             bool vec) {
     if (row >= valid) return make_uint4(0, 0, 0, 0);
     if (row == xr) return *reinterpret_cast<const uint4*>(fresh + d);
-    return load8<false>(c.ptr + (long long)row * c.stride[1], d, 64, c.stride[2], vec);
+    return load8<false>(c.ptr + (long long)row * c.stride[1], d, KD, c.stride[2], vec);
 }
 // The warps that fold one chunk together: the whole CTA (the split-KV ops), or one group of
 // `attention_rope_heads`, which folds several KV heads at once, one group of warps each.
@@ -171,22 +179,33 @@ struct AttnWarps {
     }
 };
 
-// The fold of rows [0, valid) for head g = lane / 4 (`hv`: g < G): on return m is the
-// true max (log2 domain), l the lane's part of the sum (the caller adds the 4 lanes of
-// a head) and oc the O fragments.
-template <class K, class V>
+// The fold of rows [16 part, 16 part + 16), [16 (part + parts), ..) .. below `valid`, output
+// half `half` (dims [64 half, 64 half + 64)), for head g = lane / 4 (`hv`: g < G): on
+// return m is the true max (log2 domain), l the lane's part of the sum (the caller adds
+// the 4 lanes of a head) and oc the O fragments. The lane's query fragments for k steps
+// 2c and 2c + 1 (dims 8t + 32c .. + 8 of head g, one uint4): at head dim 64 packed into
+// registers from the floats s_q[g * 64 + i]; at 128 read from shared memory each step,
+// where `pack_query_fragments` left them over the floats (s_q as uint4, entry 4Gc + lane),
+// so that the fold stays inside the 128 registers of a 512-thread CTA.
+template <int KD, class K, class V>
 __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int valid, float qs, bool vec,
-                                         const et::bf16* s_new, int xr, int warp, int warps, float& m, float& l,
-                                         float (&oc)[8][4]) {
+                                         const et::bf16* s_new, int xr, int part, int parts, int half, float& m,
+                                         float& l, float (&oc)[8][4]) {
+    static_assert(KD == 64 || KD == 128, "mma_fold: head dim 64 or 128");
+    constexpr int KP = KD / 32; // key pieces a row, and pairs of k steps of S = Q·Kᵀ
+    constexpr bool SHARED_Q = KD == 128;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const bool hv = g < G;
-    unsigned qa[4][2];
+    uint4 qr[SHARED_Q ? 1 : KP];
+    if constexpr (!SHARED_Q) {
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-        const float* q = s_q + g * 64 + 8 * (t + 4 * (s >> 1)) + 4 * (s & 1);
-        qa[s][0] = hv ? pack2(q[0], q[1]) : 0u;
-        qa[s][1] = hv ? pack2(q[2], q[3]) : 0u;
+        for (int c = 0; c < KP; ++c) {
+            const float* q = s_q + g * KD + 8 * (t + 4 * c);
+            qr[c] = hv ? make_uint4(pack2(q[0], q[1]), pack2(q[2], q[3]), pack2(q[4], q[5]), pack2(q[6], q[7]))
+                       : make_uint4(0u, 0u, 0u, 0u);
+        }
     }
+    const uint4* const qa4 = reinterpret_cast<const uint4*>(s_q);
     float mt = -1e30f;
     m = -1e30f;
     l = 0.0f;
@@ -205,31 +224,49 @@ __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int 
         }
         m = mn;
     };
-    // the lane's 16-byte pieces of the 16 rows from r0: keys rows g and 8 + g, values rows
-    // 2t, 2t + 1, 2t + 8, 2t + 9
-    const auto load = [&](int r0, uint4 (&kq)[2][2], uint4 (&vq)[4]) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) kq[j][c] = attn_piece(k, r0 + 8 * j + g, 8 * (t + 4 * c), valid, xr, s_new, vec);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) vq[i] = attn_piece(v, r0 + 2 * t + (i & 1) + 8 * (i >> 1), 8 * g, valid, xr, s_new + 64, vec);
-    };
+    // the lane's pieces: keys rows g and 8 + g at dims 8t + 32c, values rows 2t, 2t + 1,
+    // 2t + 8, 2t + 9 of the half at dims 8g
+    const et::bf16* const kb = k.ptr + 8 * t;
+    const et::bf16* const vb = v.ptr + 64 * half + 8 * g;
     // one block of loads in flight per warp: loading the next block before folding this
     // one cost 8-21% (its 32 registers; RESULTS run 23)
 #pragma unroll 1
-    for (int r0 = warp * 16; r0 < valid; r0 += warps * 16) {
-        uint4 kq[2][2], vq[4];
-        load(r0, kq, vq);
+    for (int r0 = part * 16; r0 < valid; r0 += parts * 16) {
+        uint4 kq[2][KP], vq[4];
+        if (vec && r0 + 16 <= valid && (xr < r0 || xr >= r0 + 16)) {
+            // 16 rows of the cache: plain 16-byte loads, no per-piece branches
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int c = 0; c < KP; ++c) kq[j][c] = ld16(kb + (long long)(r0 + 8 * j + g) * k.stride[1] + 32 * c);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) vq[i] = ld16(vb + (long long)(r0 + 2 * t + (i & 1) + 8 * (i >> 1)) * v.stride[1]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int c = 0; c < KP; ++c)
+                    kq[j][c] = attn_piece<KD>(k, r0 + 8 * j + g, 8 * (t + 4 * c), valid, xr, s_new, vec);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                vq[i] = attn_piece<KD>(v, r0 + 2 * t + (i & 1) + 8 * (i >> 1), 64 * half + 8 * g, valid, xr, s_new + KD,
+                                       vec);
+        }
         float sc[2][4];
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < 2; ++j)
 #pragma unroll
             for (int i = 0; i < 4; ++i) sc[j][i] = 0.0f;
 #pragma unroll
-            for (int s = 0; s < 4; ++s)
-                attn_mma(sc[j], qa[s][0], qa[s][1], attn_word(kq[j][s >> 1], 2 * (s & 1)),
-                         attn_word(kq[j][s >> 1], 2 * (s & 1) + 1));
+        for (int c = 0; c < KP; ++c) {
+            uint4 q;
+            if constexpr (SHARED_Q) q = hv ? qa4[4 * G * c + lane] : make_uint4(0u, 0u, 0u, 0u);
+            else q = qr[c];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                attn_mma(sc[j], q.x, q.y, kq[j][c].x, kq[j][c].y);
+                attn_mma(sc[j], q.z, q.w, kq[j][c].z, kq[j][c].w);
+            }
         }
         // lane's scores: head g, rows r0 + 8j + 2t + e
         float bm = __int_as_float(0xff800000);
@@ -273,12 +310,36 @@ __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int 
     move_max(mt);
 }
 
+// The tensor-core fold's query fragments at head dim 128, packed over the G x 128 floats of
+// s_q (16-byte aligned) by the group `aw`: entry 4Gc + lane (lane < 4G: head lane / 4)
+// holds dims 8 (lane % 4) + 32c .. + 8 of that head as bf16, half the floats' bytes.
+// Every entry's floats are read before any entry is written.
+__device__ __forceinline__ void pack_query_fragments(float* s_q, int G, const AttnWarps& aw) {
+    const int n = 16 * G; // 4 pieces (c) x 4G lanes: at most 128, four per thread of one warp
+    uint4 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int e = aw.thread() + i * aw.threads(), c = e / (4 * G), ln = e - c * 4 * G;
+        const float* q = s_q + (ln >> 2) * 128 + 8 * ((ln & 3) + 4 * c);
+        if (e < n) w[i] = make_uint4(pack2(q[0], q[1]), pack2(q[2], q[3]), pack2(q[4], q[5]), pack2(q[6], q[7]));
+    }
+    aw.sync();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int e = aw.thread() + i * aw.threads();
+        if (e < n) reinterpret_cast<uint4*>(s_q)[e] = w[i];
+    }
+    aw.sync();
+}
+
 //
 // HG > 1: the CTA folds up to HG chunks at once, one per group of warps (`aw`), each with
 // shared-memory slots of its own. NORM: `o` takes the normalised output, o.store(g, i, x),
-// and `ml` is not written (the whole cache in one chunk needs no merge).
-template <int SG, int SD, bool LAZY, int HG = 1, bool NORM = false, class K, class V, class O, class M>
-__device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
+// and `ml` is not written (the whole cache in one chunk needs no merge). TC: the lazy fold
+// runs on the tensor cores (`mma_fold`); false keeps it on the CUDA cores (the `_simt`
+// ops), whose fewer registers leave the other ops of some megakernels faster.
+template <int SG, int SD, bool LAZY, int HG = 1, bool NORM = false, bool TC = true, class K, class V, class O, class M>
+__device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V v, int valid, float scale, O o,
                                                 M ml, const et::bf16* s_new = nullptr, int xr = -1,
                                                 AttnWarps aw = AttnWarps::cta()) {
     constexpr int GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
@@ -313,38 +374,53 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
 #ifdef ET_ATTN_NO_MMA
     constexpr bool MMA = false;
 #else
-    constexpr bool MMA = LAZY && SD == 64;
+    constexpr bool MMA = TC && LAZY && (SD == 64 || SD == 128);
 #endif
     if constexpr (MMA) {
+        constexpr int HALVES = SD / 64;
         const int g = lane >> 2, t = lane & 3;
         const bool hv = g < G;
-        float m, l, oc[8][4];
-        mma_fold(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, warp, warps, m, l, oc);
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        if (t == 0 && hv) {
-            s_m[(gw0 + warp) * 8 + g] = m;
-            s_lw[(gw0 + warp) * 8 + g] = l;
-        }
-        aw.sync();
-        float mx = -1e30f;
-        for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[(gw0 + w) * 8 + (hv ? g : 0)]);
-        if (lt < G)
-            for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[(gw0 + w) * 8 + lt]);
-        const float c = hv && l > 0.0f ? attn_ex2(m - mx) : 0.0f;
-        // the warps' rescaled outputs summed in SLOTS slots, round by round (as below)
-        const int rounds = (warps + SLOTS - 1) / SLOTS;
-        slots = warps < SLOTS ? warps : SLOTS;
-        for (int r = 0; r < rounds; ++r) {
-            if (warp / SLOTS == r && hv) {
-                float* slot = acc0 + (warp % SLOTS) * (GM * DM) + g * DM + 16 * t;
-#pragma unroll
-                for (int n = 0; n < 8; ++n) {
-                    slot[n] = r == 0 ? oc[n][0] * c : slot[n] + oc[n][0] * c;
-                    slot[8 + n] = r == 0 ? oc[n][1] * c : slot[8 + n] + oc[n][1] * c;
+        if constexpr (SD == 128) pack_query_fragments(s_q, G, aw);
+        // At head dim 128 the warps pair up on the same rows, an output half each; a lone
+        // warp takes both halves in turn, and the odd warp out of an odd count sits out
+        // (part -1). The second half's warp reports a sum of 0: its pair's is the same.
+        const bool paired = HALVES == 2 && warps >= 2;
+        const int parts = paired ? warps / 2 : warps;
+        const int part = !paired ? warp : (warp / 2 < parts ? warp / 2 : -1);
+        const int first = paired ? warp % 2 : 0, step = paired ? 2 : 1;
+        float m = -1e30f, l = 0.0f, c = 0.0f, oc[8][4];
+        // the pairs' rescaled outputs summed in SLOTS slots, round by round (as below)
+        const int rounds = (parts + SLOTS - 1) / SLOTS;
+        slots = parts < SLOTS ? parts : SLOTS;
+        for (int half = first; half < HALVES; half += step) {
+            if (part >= 0)
+                mma_fold<SD == 128 ? 128 : 64>(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, part,
+                                              parts, half, m, l, oc);
+            if (half == first) {
+                l += __shfl_xor_sync(0xffffffffu, l, 1);
+                l += __shfl_xor_sync(0xffffffffu, l, 2);
+                if (t == 0 && hv) {
+                    s_m[(gw0 + warp) * 8 + g] = m;
+                    s_lw[(gw0 + warp) * 8 + g] = first == 0 ? l : 0.0f;
                 }
+                aw.sync();
+                float mx = -1e30f;
+                for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[(gw0 + w) * 8 + (hv ? g : 0)]);
+                if (lt < G)
+                    for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[(gw0 + w) * 8 + lt]);
+                c = hv && l > 0.0f ? attn_ex2(m - mx) : 0.0f;
             }
-            aw.sync();
+            for (int r = 0; r < rounds; ++r) {
+                if (part >= 0 && part / SLOTS == r && hv) {
+                    float* slot = acc0 + (part % SLOTS) * (GM * DM) + g * DM + 64 * half + 16 * t;
+#pragma unroll
+                    for (int n = 0; n < 8; ++n) {
+                        slot[n] = r == 0 ? oc[n][0] * c : slot[n] + oc[n][0] * c;
+                        slot[8 + n] = r == 0 ? oc[n][1] * c : slot[8 + n] + oc[n][1] * c;
+                    }
+                }
+                aw.sync();
+            }
         }
     } else {
         const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;
@@ -542,11 +618,12 @@ __device__ __forceinline__ void attention_chunk(const float* s_q, int G, int D, 
 }
 
 // The decode step's piece (`attention_rope_split`, and `attention_rope_split_lazy` with
-// LAZY): RoPE of the queries and the new key, then the piece's rows of the cache.
-template <bool LAZY, class QKV, class P, class CS, class K, class V, class O, class M>
+// LAZY, `attention_rope_split_lazy_simt` with LAZY and not TC): RoPE of the queries and
+// the new key, then the piece's rows of the cache.
+template <bool LAZY, bool TC = true, class QKV, class P, class CS, class K, class V, class O, class M>
 __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
                                                  K kc, V vc, O o, M ml) {
-    __shared__ float s_q[8 * 128];
+    __shared__ __align__(16) float s_q[8 * 128];
     __shared__ __align__(16) et::bf16 s_new[2 * 128];
     constexpr int SG = O::template static_extent<0>(), SD = O::template static_extent<1>();
     static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_split(_lazy): 1 to 8 query heads per KV head");
@@ -582,16 +659,16 @@ __device__ __forceinline__ void rope_split_piece(QKV qkv, P pos, CS cs, long lon
     V v = vc;
     k.ptr += lo * kc.stride[1];
     v.ptr += lo * vc.stride[1];
-    attention_chunk<SG, SD, LAZY>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
+    attention_chunk<SG, SD, LAZY, 1, false, TC>(s_q, G, D, k, v, valid, scale, o, ml, s_new, mine ? valid - 1 : -1);
 }
-"#] $body)
+"# $(, $pre)*] $body)
     };
 }
 
 crate::tile_op! { cuda = chunk_cuda!(r#"
 template <class Q, class K, class V, class N, class O, class M>
 __device__ void attention_partial(Q q, K k, V v, N len, long long start, float scale, O o, M ml) {
-    __shared__ float s_q[8 * 128];
+    __shared__ __align__(16) float s_q[8 * 128];
     constexpr int SG = Q::template static_extent<0>(), SD = Q::template static_extent<1>();
     static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_partial: 1 to 8 query heads per KV head");
     static_assert(SD == -1 || SD == 64 || SD == 128, "attention_partial: the head dimension must be 64 or 128");
@@ -716,14 +793,32 @@ __device__ void attention_rope_split_lazy(QKV qkv, P pos, CS cs, long long part,
     /// domain, and moves its running max only when a score passes it by a factor of 2^8,
     /// so most rows skip the rescale (the max written out is the true one). Long pieces
     /// are bound by instruction issue, not by memory: the Llama step with it is 4.6%,
-    /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). At head dim 64 the fold
-    /// runs on the tensor cores, 16 rows a warp step (the step at B = 32 11% faster
-    /// again, RESULTS run 23). Batch 1's short pieces keep [`attention_rope_split`],
-    /// whose one-warp path suits a few rows.
+    /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). The fold runs on the tensor
+    /// cores, 16 rows a warp step (at head dim 64 the step at B = 32 11% faster again,
+    /// RESULTS run 23; head dim 128 since run 26, two warps a block of rows); the `_simt`
+    /// form keeps it on the CUDA cores. Batch 1's short pieces keep
+    /// [`attention_rope_split`], whose one-warp path suits a few rows.
     attention_rope_split_lazy
 }
 
-/// The CPU half of [`attention_rope_split`] and [`attention_rope_split_lazy`].
+rope_split_op! { chunk_cuda!(r#"
+template <class QKV, class P, class CS, class K, class V, class O, class M>
+__device__ void attention_rope_split_lazy_simt(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
+                                               K kc, V vc, O o, M ml) {
+    rope_split_piece<true, false>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
+}
+"#);
+    /// [`attention_rope_split_lazy`] with its fold on the CUDA cores at both head dims:
+    /// the same values up to rounding, fewer registers. In a megakernel all ops share one
+    /// register allocation, and the tensor-core fold's pressure made the GEMVs of
+    /// llama-3.1-8b's B = 8 step 5% slower (more spill reloads in their loops) while its
+    /// pieces of 512 rows gained nothing (RESULTS run 26): a megakernel picks the form
+    /// that measures faster beside its other ops.
+    attention_rope_split_lazy_simt
+}
+
+/// The CPU half of [`attention_rope_split`], [`attention_rope_split_lazy`] and
+/// [`attention_rope_split_lazy_simt`].
 #[allow(clippy::too_many_arguments)]
 fn rope_split_reference(
     qkv: TileRef<'_, bf16, 2>,
@@ -777,7 +872,10 @@ fn rope_inputs(qkv: impl Fn(usize) -> f32, cs: &TileRef<'_, f32, 2>, g: usize, d
     (qs, new_kv)
 }
 
-crate::tile_op! { cuda = chunk_cuda!(r#"
+/// The CUDA of the whole-head ops: `rope_heads<TC>` and its output row.
+macro_rules! heads_cuda {
+    ($body:literal) => {
+        chunk_cuda!([r#"
 // One KV head's output in attention_rope_heads' row: query head g, dimension i at column
 // base + g * D + i, rounded to the row's type.
 template <class Y>
@@ -790,17 +888,18 @@ struct AttnHeadOut {
     }
 };
 
-// The task's KV heads fold at once, a group of warps each; a CTA of fewer warps than
-// heads, or more heads than AH (the groups' shared-memory slots), takes rounds of heads.
-template <class QKV, class P, class CS, class K, class V, class Y>
-__device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V vc, Y out) {
+// attention_rope_heads (TC) and attention_rope_heads_simt: the task's KV heads fold at
+// once, a group of warps each; a CTA of fewer warps than heads, or more heads than AH (the
+// groups' shared-memory slots), takes rounds of heads.
+template <bool TC, class QKV, class P, class CS, class K, class V, class Y>
+__device__ __forceinline__ void rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V vc, Y out) {
     constexpr int SH = K::template static_extent<0>(), SD = K::template static_extent<2>(),
                   SW = Y::template static_extent<1>();
     constexpr int SG = SH >= 1 && SD >= 1 && SW >= 1 ? SW / (SH * SD) : -1;
     static_assert(SD == -1 || SD == 64 || SD == 128, "attention_rope_heads: the head dimension must be 64 or 128");
     static_assert(SG == -1 || (SG >= 1 && SG <= 8), "attention_rope_heads: 1 to 8 query heads per KV head");
     constexpr int AH = SH >= 1 ? (SH < 4 ? SH : 4) : 2, GM = SG >= 1 ? SG : 8, DM = SD >= 1 ? SD : 128;
-    __shared__ float s_q[AH * GM * DM];
+    __shared__ __align__(16) float s_q[AH * GM * DM];
     __shared__ __align__(16) et::bf16 s_new[AH * 2 * DM];
     const int H = SH >= 1 ? SH : kc.shape[0], D = SD >= 1 ? SD : kc.shape[2], L = kc.shape[1], half = D / 2;
     const int G = SG >= 1 ? SG : out.shape[1] / (H * D), row = (G + 2) * D;
@@ -848,7 +947,7 @@ __device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V
             v.ptr += h * vc.stride[0];
             const AttnHeadOut<Y> o{out, h * G * D, D};
             const et::bf16* fresh_kv = s_new + grp * 2 * DM;
-            attention_chunk<SG, SD, true, AH, true>(s_q + grp * GM * DM, G, D, k, v, valid, scale, o, 0, fresh_kv,
+            attention_chunk<SG, SD, true, AH, true, TC>(s_q + grp * GM * DM, G, D, k, v, valid, scale, o, 0, fresh_kv,
                                                     fresh ? p : -1, aw);
             // the new key and value into the cache (the fold read them from s_new)
             if (fresh)
@@ -859,16 +958,47 @@ __device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V
         }
     }
 }
+"#] $body)
+    };
+}
+
+/// The two forms of the whole-head op: the same contract, arguments and CPU half
+/// ([`rope_heads_reference`]); only their fold differs.
+macro_rules! rope_heads_op {
+    ($cuda:expr; $(#[$doc:meta])* $name:ident) => {
+        crate::tile_op! { cuda = $cuda;
+            contract {
+                kc[2] == 64 || kc[2] == 128 => "the head dimension (kc's last extent) must be 64 or 128",
+                kc[0] >= 1 && kc[0] <= 8 => "the KV heads of a task (kc's first extent) must be 1 to 8",
+                vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
+                out[0] == 1 && out[1] % (kc[0] * kc[2]) == 0 && out[1] >= kc[0] * kc[2] && out[1] <= 8 * kc[0] * kc[2] => "out must be one row of 1 to 8 query heads per KV head: [1, kc's heads x G x head dim]",
+                qkv[0] == 1 && qkv[1] == out[1] + 2 * kc[0] * kc[2] => "qkv must be one row of each KV head's G query heads, key and value: [1, kc's heads x (G + 2) x head dim]",
+                pos[0] == 1 => "pos must be one element (the position)",
+                cs[0] == 1 && cs[1] == kc[2] => "cs must be the rope table row of the position: [1, head dim]",
+            }
+            $(#[$doc])*
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name(
+                qkv: TileRef<'_, bf16, 2>,
+                pos: TileRef<'_, i32, 1>,
+                cs: TileRef<'_, f32, 2>,
+                scale: f32,
+                kc: TileMut<'_, bf16, 3>,
+                vc: TileMut<'_, bf16, 3>,
+                out: TileMut<'_, bf16, 2>,
+            ) {
+                rope_heads_reference(qkv, pos, cs, scale, kc, vc, out);
+            }
+        }
+    };
+}
+
+rope_heads_op! { heads_cuda!(r#"
+template <class QKV, class P, class CS, class K, class V, class Y>
+__device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V vc, Y out) {
+    rope_heads<true>(qkv, pos, cs, scale, kc, vc, out);
+}
 "#);
-    contract {
-        kc[2] == 64 || kc[2] == 128 => "the head dimension (kc's last extent) must be 64 or 128",
-        kc[0] >= 1 && kc[0] <= 8 => "the KV heads of a task (kc's first extent) must be 1 to 8",
-        vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
-        out[0] == 1 && out[1] % (kc[0] * kc[2]) == 0 && out[1] >= kc[0] * kc[2] && out[1] <= 8 * kc[0] * kc[2] => "out must be one row of 1 to 8 query heads per KV head: [1, kc's heads x G x head dim]",
-        qkv[0] == 1 && qkv[1] == out[1] + 2 * kc[0] * kc[2] => "qkv must be one row of each KV head's G query heads, key and value: [1, kc's heads x (G + 2) x head dim]",
-        pos[0] == 1 => "pos must be one element (the position)",
-        cs[0] == 1 && cs[1] == kc[2] => "cs must be the rope table row of the position: [1, head dim]",
-    }
     /// Decode attention of one sequence over `H` KV heads' whole caches, with RoPE and the
     /// KV append: the split-KV pair [`attention_rope_split`] with one piece, then
     /// [`attention_merge`] and [`attention_kv_append`], as one task. `qkv` is
@@ -883,40 +1013,56 @@ __device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V
     /// fold of [`attention_rope_split_lazy`]: a task of several heads does in one task
     /// and without a merge what those ops do in `H` pieces and `H` merges, which pays
     /// where pieces are many (the Llama step from batch 32, RESULTS run 24).
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_rope_heads(
-        qkv: TileRef<'_, bf16, 2>,
-        pos: TileRef<'_, i32, 1>,
-        cs: TileRef<'_, f32, 2>,
-        scale: f32,
-        mut kc: TileMut<'_, bf16, 3>,
-        mut vc: TileMut<'_, bf16, 3>,
-        mut out: TileMut<'_, bf16, 2>,
-    ) {
-        let [heads, l, d] = kc.shape();
-        let g = out.shape()[1] / (heads * d);
-        let p = pos.get([0]) as i64;
-        let valid = if p < 0 { 0 } else { (p + 1).min(l as i64) as usize };
-        let fresh = (0..l as i64).contains(&p).then_some(p as usize);
-        for h in 0..heads {
-            let at = h * (g + 2) * d;
-            let (qs, new_kv) = rope_inputs(|c| qkv.get([0, at + c]).to_f32(), &cs, g, d);
-            let row = |r: usize, i: usize| match fresh {
-                Some(f) if f == r => (new_kv[i], new_kv[d + i]),
-                _ => (kc.get([h, r, i]).to_f32(), vc.get([h, r, i]).to_f32()),
-            };
-            let (_, sums, o) = chunk_values(&qs, row, valid, scale, d);
-            for (gi, sum) in sums.iter().enumerate() {
-                for i in 0..d {
-                    let y = if *sum > 0.0 { o[gi * d + i] / sum } else { 0.0 };
-                    out.set([0, (h * g + gi) * d + i], bf16::from_f32(y));
-                }
+    attention_rope_heads
+}
+
+rope_heads_op! { heads_cuda!(r#"
+template <class QKV, class P, class CS, class K, class V, class Y>
+__device__ void attention_rope_heads_simt(QKV qkv, P pos, CS cs, float scale, K kc, V vc, Y out) {
+    rope_heads<false>(qkv, pos, cs, scale, kc, vc, out);
+}
+"#);
+    /// [`attention_rope_heads`] with its fold on the CUDA cores at both head dims: the same
+    /// values up to rounding, fewer registers. The tensor-core fold made llama-3.1-8b's
+    /// whole-head attention at B = 32 26% faster but its GEMVs up to 33% slower (more
+    /// spill reloads in their loops: one register allocation serves every op of a
+    /// megakernel), 12% slower a step in all (RESULTS run 26); at B = 64 it is 15% faster.
+    attention_rope_heads_simt
+}
+
+/// The CPU half of [`attention_rope_heads`] and [`attention_rope_heads_simt`].
+fn rope_heads_reference(
+    qkv: TileRef<'_, bf16, 2>,
+    pos: TileRef<'_, i32, 1>,
+    cs: TileRef<'_, f32, 2>,
+    scale: f32,
+    mut kc: TileMut<'_, bf16, 3>,
+    mut vc: TileMut<'_, bf16, 3>,
+    mut out: TileMut<'_, bf16, 2>,
+) {
+    let [heads, l, d] = kc.shape();
+    let g = out.shape()[1] / (heads * d);
+    let p = pos.get([0]) as i64;
+    let valid = if p < 0 { 0 } else { (p + 1).min(l as i64) as usize };
+    let fresh = (0..l as i64).contains(&p).then_some(p as usize);
+    for h in 0..heads {
+        let at = h * (g + 2) * d;
+        let (qs, new_kv) = rope_inputs(|c| qkv.get([0, at + c]).to_f32(), &cs, g, d);
+        let row = |r: usize, i: usize| match fresh {
+            Some(f) if f == r => (new_kv[i], new_kv[d + i]),
+            _ => (kc.get([h, r, i]).to_f32(), vc.get([h, r, i]).to_f32()),
+        };
+        let (_, sums, o) = chunk_values(&qs, row, valid, scale, d);
+        for (gi, sum) in sums.iter().enumerate() {
+            for i in 0..d {
+                let y = if *sum > 0.0 { o[gi * d + i] / sum } else { 0.0 };
+                out.set([0, (h * g + gi) * d + i], bf16::from_f32(y));
             }
-            if let Some(f) = fresh {
-                for i in 0..d {
-                    kc.set([h, f, i], bf16::from_f32(new_kv[i]));
-                    vc.set([h, f, i], bf16::from_f32(new_kv[d + i]));
-                }
+        }
+        if let Some(f) = fresh {
+            for i in 0..d {
+                kc.set([h, f, i], bf16::from_f32(new_kv[i]));
+                vc.set([h, f, i], bf16::from_f32(new_kv[d + i]));
             }
         }
     }

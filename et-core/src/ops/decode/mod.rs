@@ -32,8 +32,8 @@ mod rope;
 
 pub use argmax::{argmax_merge, argmax_partial};
 pub use attention::{
-    attention_kv_append, attention_merge, attention_partial, attention_rope_heads, attention_rope_split,
-    attention_rope_split_lazy,
+    attention_kv_append, attention_merge, attention_partial, attention_rope_heads, attention_rope_heads_simt,
+    attention_rope_split, attention_rope_split_lazy, attention_rope_split_lazy_simt,
 };
 pub use elementwise::{elementwise_add, elementwise_scale};
 pub use gemv::{

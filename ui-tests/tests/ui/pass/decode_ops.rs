@@ -238,6 +238,19 @@ attention_kernel!(
     0.125
 );
 attention_kernel!(
+    decode_attention_g2_d128,
+    fused_attention_g2_d128,
+    whole_attention_g2_d128,
+    attention_rope_split_lazy,
+    2,
+    128,
+    1024,
+    256,
+    4,
+    3,
+    0.08838834764831845
+);
+attention_kernel!(
     decode_attention_32k,
     fused_attention_32k,
     whole_attention_32k,
@@ -412,6 +425,10 @@ pub enum Attention {
     G4D128,
     /// 8 query heads per KV head, head dim 64, cache 1024 in 4 chunks; whole heads 4 a task.
     G8D64,
+    /// 2 query heads per KV head, head dim 128, cache 1024 in 4 chunks, the lazy pieces;
+    /// whole heads 3 a task (groups of 5 warps: the tensor-core fold's warps pair up on
+    /// rows, and the fifth sits out).
+    G2D128,
     /// 4 query heads per KV head, head dim 128, cache 32768 in 32 chunks; whole heads 8 a
     /// task (two rounds of four on a CTA of 16 warps).
     Long,
@@ -436,6 +453,7 @@ pub fn check_attention<B: Backend>(
     let (g, d, l, s, hh) = match which {
         Attention::G4D128 => (4, 128, 1024, 4, 2),
         Attention::G8D64 => (8, 64, 1024, 4, 4),
+        Attention::G2D128 => (2, 128, 1024, 4, 3),
         Attention::Long => (4, 128, 32768, 32, 8),
     };
     let q = Tensor::<bf16>::random(&[heads * g, d], seed);
@@ -463,6 +481,9 @@ pub fn check_attention<B: Backend>(
                         be, o, &mut dq, &mut dk, &dv, &dp, &dn, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
                     ),
                     Attention::G8D64 => decode_attention_g8_d64::launch_with(
+                        be, o, &mut dq, &mut dk, &dv, &dp, &dn, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
+                    ),
+                    Attention::G2D128 => decode_attention_g2_d128::launch_with(
                         be, o, &mut dq, &mut dk, &dv, &dp, &dn, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
                     ),
                     Attention::Long => decode_attention_32k::launch_with(
@@ -520,6 +541,9 @@ pub fn check_attention<B: Backend>(
         Attention::G8D64 => fused_attention_g8_d64::launch_with(
             be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
         ),
+        Attention::G2D128 => fused_attention_g2_d128::launch_with(
+            be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
+        ),
         Attention::Long => fused_attention_32k::launch_with(
             be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut o_, &mut ml, &mut out,
         ),
@@ -554,6 +578,9 @@ pub fn check_attention<B: Backend>(
         }
         Attention::G8D64 => {
             whole_attention_g8_d64::launch_with(be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut out)
+        }
+        Attention::G2D128 => {
+            whole_attention_g2_d128::launch_with(be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut out)
         }
         Attention::Long => whole_attention_32k::launch_with(be, o, &dqkv, &dp, &mut rope, &mut dkc, &mut dvc, &mut out),
     }
