@@ -66,7 +66,43 @@ pub struct LaunchOptions {
     /// and a slow CPU op is not a hang.
     pub watchdog: Duration,
     /// Write a Chrome/Perfetto trace of the launch to this file (default: `ET_TRACE`).
+    /// A traced launch always waits for its kernel, deferred or not.
     pub trace: Option<PathBuf>,
+    /// Return once the kernel is enqueued, without waiting for it (see [`Deferral`]).
+    /// Backends that run kernels to completion inside `launch` (the CPU backend) ignore
+    /// it.
+    pub defer: Option<Deferral>,
+}
+
+/// Permission for a launch to return before its kernel has run: [`LaunchOptions::defer`].
+///
+/// A GPU backend then enqueues the kernel and returns; the host prepares the next launch
+/// while this one runs, so that back-to-back launches (the steps of a decode loop) keep
+/// the GPU busy instead of paying the host's launch path between kernels. A deferred
+/// launch is *settled* (waited for, its status read, its kernel time measured) by
+/// [`Backend::settle`], and by any later launch that waits or download of the same
+/// backend, which settle every launch before them first; a later deferred launch may
+/// settle earlier ones too (a GPU backend bounds the launches in flight, and a kernel
+/// whose task graph reads index data on the host waits for the kernels that may write
+/// it). An abort or a fault of a deferred kernel is the error of whichever of these
+/// settles it; a launch that returns it was not enqueued itself.
+///
+/// The launch only borrows its tensors for the call, so the caller must keep them alive
+/// past it: that is the promise [`Deferral::new`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferral(());
+
+impl Deferral {
+    /// Permission to defer launches.
+    ///
+    /// # Safety
+    /// Every launch made with options holding this value must keep each of its argument
+    /// tensors allocated until the launch is settled (see [`Deferral`]), and in the
+    /// meantime read or write them only through operations of the same backend, which
+    /// run in launch order (its launches, `write`, `copy`, `copy_into`, `download`).
+    pub unsafe fn new() -> Self {
+        Deferral(())
+    }
 }
 
 impl Default for LaunchOptions {
@@ -81,6 +117,7 @@ impl Default for LaunchOptions {
                 .and_then(|v| v.parse().ok())
                 .map_or(Duration::from_secs(2), Duration::from_millis),
             trace: std::env::var_os("ET_TRACE").map(PathBuf::from),
+            defer: None,
         }
     }
 }
@@ -116,15 +153,35 @@ pub struct LaunchReport {
     pub tasks: u32,
     /// Workers (threads or CTAs).
     pub workers: usize,
-    /// Time of the kernel itself (device events on the GPU, wall clock on the CPU).
+    /// Time of the kernel itself (device events on the GPU, wall clock on the CPU); zero
+    /// in the report of a deferred launch that returned before its kernel ran (see
+    /// [`LaunchReport::completed`]).
     pub elapsed: Duration,
+    /// Whether the kernel had finished when this report was made. A deferred launch
+    /// returns `false` (and no kernel time); [`Backend::settle`] reports it again,
+    /// completed, with its time.
+    pub completed: bool,
     /// Whether this launch compiled the kernel (false when it came from a cache).
     pub compiled: bool,
     /// Host time of the launch before it handed the kernel to the driver: argument checks,
-    /// cache lookups, packing the arguments (zero on the CPU backend).
+    /// cache lookups, packing the arguments, and waiting for the launches it settled
+    /// first, if any (zero on the CPU backend).
     pub host_prepare: Duration,
     /// Host time of the driver's launch call itself (zero on the CPU backend).
     pub host_submit: Duration,
+}
+
+/// The end of [`Backend::copy_into`]'s destination range (`offset + len`), or the error
+/// of a copy of `len` elements that does not fit a destination of `shape` from `offset`.
+#[doc(hidden)]
+pub fn copy_end(len: usize, shape: &[usize], offset: usize) -> Result<usize> {
+    let size: usize = shape.iter().product();
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(end),
+        _ => Err(Error::Shape(format!(
+            "copying {len} elements from element {offset} on into a tensor of shape {shape:?} ({size} elements)"
+        ))),
+    }
 }
 
 /// A place megakernels run: the CPU backend ([`crate::Cpu`]) or `et_device::Cuda`.
@@ -152,11 +209,30 @@ pub trait Backend {
     /// tensors sharing memory, is an error and leaves `dst` as it was.
     fn copy<T: Element>(&self, src: &Self::Tensor<T>, dst: &mut Self::Tensor<T>) -> Result<()>;
 
-    /// Runs `kernel` once over `args` (in signature order) and waits for it. The generated
+    /// Copies all of `src` into `dst` from element `offset` on (in row-major order), inside
+    /// the backend's memory, ordered like [`Backend::write`]: for example one step's
+    /// result into its row of a log. A copy past the end of `dst`, or two tensors
+    /// sharing memory, is an error and leaves `dst` as it was.
+    fn copy_into<T: Element>(&self, src: &Self::Tensor<T>, dst: &mut Self::Tensor<T>, offset: usize) -> Result<()>;
+
+    /// Waits for this backend's deferred launches ([`LaunchOptions::defer`]) and returns
+    /// their reports, completed, in launch order; or the first error among them (a kernel
+    /// that aborted or faulted), the later ones' reports then being lost. It waits for
+    /// every deferred launch on the error path too (unless the device has faulted, when
+    /// nothing runs any more). Reports of deferred launches that a later launch or
+    /// download settled are returned here too, the last 4096 at least. The default, for
+    /// backends that finish every launch inside `launch`, has none.
+    fn settle(&self) -> Result<Vec<LaunchReport>> {
+        Ok(Vec::new())
+    }
+
+    /// Runs `kernel` once over `args` (in signature order) and waits for it, unless
+    /// `options.defer` lets it return once the kernel is enqueued. The generated
     /// `launch`/`launch_with` of each megakernel call this safely.
     ///
     /// # Safety
-    /// For the whole call, each `args[t]` must describe a live allocation of this backend
+    /// For the whole call (and, for a deferred launch, until it is settled: see
+    /// [`Deferral::new`]), each `args[t]` must describe a live allocation of this backend
     /// (host memory for [`crate::Cpu`], device memory of this context for a GPU) holding
     /// at least the elements its shape and strides address, of its dtype; the tensors the
     /// graph declares written ([`et_graph::Access::Write`]) must come from

@@ -1,5 +1,5 @@
-//! `Backend::write` and `Backend::copy` on the CPU backend: in place, and errors that
-//! leave the destination as it was.
+//! `Backend::write`, `Backend::copy` and `Backend::copy_into` on the CPU backend: in
+//! place, and errors that leave the destination as it was.
 
 use et_core::{Backend, Cpu, Tensor};
 
@@ -28,4 +28,19 @@ fn copy_replaces_the_elements_and_rejects_another_shape() {
     let err = cpu.copy(&src, &mut other).unwrap_err().to_string();
     assert!(err.contains("copying a tensor of shape [3] into one of shape [1, 3]"), "{err}");
     assert!(other.as_slice().iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn copy_into_places_the_elements_from_an_offset_and_rejects_what_does_not_fit() {
+    let cpu = Cpu::new();
+    let src = Tensor::<i32>::from_vec(&[2], vec![7, 8]).unwrap();
+    let mut log = Tensor::<i32>::zeros(&[3, 2]);
+    cpu.copy_into(&src, &mut log, 2).unwrap();
+    cpu.copy_into(&src, &mut log, 4).unwrap();
+    assert_eq!(log.as_slice(), [0, 0, 7, 8, 7, 8]);
+    // the last row, and one element past it
+    let err = cpu.copy_into(&src, &mut log, 5).unwrap_err().to_string();
+    assert!(err.contains("copying 2 elements from element 5 on into a tensor of shape [3, 2] (6 elements)"), "{err}");
+    assert!(cpu.copy_into(&src, &mut log, usize::MAX).is_err(), "an offset that overflows is an error too");
+    assert_eq!(log.as_slice(), [0, 0, 7, 8, 7, 8]);
 }

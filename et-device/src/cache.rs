@@ -45,6 +45,11 @@ impl<K, V> Lru<K, V> {
         let (_, v) = self.entries.last_mut().expect("an entry was pushed above");
         Ok((v, hit))
     }
+
+    /// The first value that `pred` accepts, leaving the order of use as it is.
+    pub fn find_mut(&mut self, pred: impl Fn(&V) -> bool) -> Option<&mut V> {
+        self.entries.iter_mut().map(|(_, v)| v).find(|v| pred(v))
+    }
 }
 
 #[cfg(test)]
@@ -69,5 +74,10 @@ mod tests {
         // a failing build inserts nothing
         assert!(c.get_or_try_insert(&"d".to_string(), || Err::<(String, u32), _>("no")).is_err());
         assert_eq!(c.entries.len(), 2);
+        // a value found by what it holds, without changing the order of use
+        *c.find_mut(|&v| v == 1).unwrap() = 5;
+        assert!(c.find_mut(|&v| v == 9).is_none());
+        assert_eq!(get(&mut c, "b", 0), (4, true));
+        assert_eq!(get(&mut c, "a", 0), (5, true));
     }
 }

@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaStream, DriverError};
 use et_core::graph::ScheduleKind;
 use et_core::graph::resolve::LaunchTensors;
 use et_core::{Backend, DType, Element, Error, Kernel, KernelEntry, LaunchOptions, LaunchReport, RawTensor, Tensor};
@@ -18,6 +18,7 @@ use crate::driver::{
 };
 use crate::memory::{CudaTensor, as_bytes, from_bytes};
 use crate::modules::{self, ModuleCache};
+use crate::pending::{InFlight, Pending, STATUS_SLOTS};
 use crate::runtime::{GraphState, Runtime};
 use crate::states::{self, Launch, StateCache, StateProbe};
 
@@ -27,14 +28,16 @@ pub(crate) fn device_err(what: &str) -> impl Fn(DriverError) -> Error + '_ {
 
 /// What launches share, behind one lock (launches on a `Cuda` are serialised).
 struct Launcher {
+    /// The launches enqueued and not yet settled. First, so that it is dropped first: it
+    /// waits for the kernels in flight, which use what the other fields own.
+    pending: Pending,
     modules: ModuleCache,
     /// The dims of the shapes each kernel was launched with (solved and checked once).
     checked: CheckCache,
     states: StateCache,
-    /// Host-mapped word the kernel sets on an abort, read after the launch without a copy.
+    /// Host-mapped status words, one per launch in flight, that a kernel sets on an abort,
+    /// read after the launch without a copy.
     status: MappedWords,
-    start: CudaEvent,
-    end: CudaEvent,
     /// Set once a kernel faulted: the context can run nothing more.
     fault: Option<String>,
 }
@@ -86,14 +89,12 @@ impl Cuda {
         // sm_90a: the Hopper-specific target (wgmma, setmaxnreg) for the H100/H200
         let arch = if (major, minor) == (9, 0) { "sm_90a".to_string() } else { format!("sm_{major}{minor}") };
         let compiler = Compiler::new(&arch)?;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let launcher = Launcher {
+            pending: Pending::new(),
             modules: ModuleCache::new(modules::CAPACITY),
             checked: CheckCache::new(checked::CAPACITY),
             states: StateCache::new(states::CAPACITY),
-            status: MappedWords::new(&ctx, 1).map_err(device_err("allocating the status word"))?,
-            start: ctx.new_event(timing).map_err(device_err("creating an event"))?,
-            end: ctx.new_event(timing).map_err(device_err("creating an event"))?,
+            status: MappedWords::new(&ctx, STATUS_SLOTS).map_err(device_err("allocating the status words"))?,
             fault: None,
         };
         let description = format!("cuda: {name} ({sms} SMs, {})", compiler.arch());
@@ -174,7 +175,8 @@ impl<'a> DeviceTensors<'a> {
             let mut buf = vec![0u32; raw.len()];
             // SAFETY: `raw` is a live device tensor of `len` 4-byte integers (the dtypes
             // were checked; the generated launch borrows the tensor for the whole call),
-            // and the stream is idle: launches synchronise before they return.
+            // and no kernel writes it: a launch that waits has finished, and the launches
+            // in flight are settled before a kernel with index data is launched.
             unsafe { copy_words_to_host(&mut buf, raw.addr) }.map_err(device_err("reading an index tensor"))?;
             data[t as usize] = Some(match raw.dtype {
                 DType::I32 => buf.iter().map(|&v| v as i32 as i64).collect(),
@@ -232,7 +234,15 @@ impl Backend for Cuda {
         Ok(CudaTensor::new(slice, host.shape()))
     }
 
+    /// Settles the deferred launches first (see [`Backend::settle`]): the error of one
+    /// that failed is this call's, rather than a bare CUDA error from the copy.
     fn download<T: Element>(&self, t: &CudaTensor<T>) -> Result<Tensor<T>, Error> {
+        {
+            let mut guard = self.launcher()?;
+            if !guard.pending.is_empty() {
+                self.settle_all(&mut guard)?;
+            }
+        }
         let bytes = if t.is_empty() {
             Vec::new()
         } else {
@@ -279,10 +289,27 @@ impl Backend for Cuda {
         unsafe { copy_on_device(d, s, n as usize, &self.stream) }.map_err(device_err("copying a tensor"))
     }
 
-    /// Runs `kernel` as one cooperative launch and waits for it. A kernel that a device
-    /// fault stops (a tile op that reads out of bounds or traps) returns an error naming
-    /// the megakernel; CUDA keeps the context unusable until the process ends, so this
-    /// backend refuses further launches with the same explanation.
+    /// Enqueues the copy on this backend's stream: later launches and copies see it.
+    fn copy_into<T: Element>(&self, src: &CudaTensor<T>, dst: &mut CudaTensor<T>, offset: usize) -> Result<(), Error> {
+        let end = et_core::__private::copy_end(src.len(), dst.shape(), offset)?;
+        let size = std::mem::size_of::<T>() as u64;
+        let (s, d, n) = (src.addr(), dst.addr() + offset as u64 * size, (end - offset) as u64 * size);
+        if n > 0 && s < d + n && d < s + n {
+            return Err(Error::Shape("copying a tensor into memory that it shares".into()));
+        }
+        self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
+        // SAFETY: `src` is live and holds `n` bytes at its address; `dst` is live and holds
+        // `offset + len` elements (checked), so `n` bytes from element `offset` on; the two
+        // ranges do not overlap (checked), the unique borrow of `dst` excludes every other
+        // use of it, and all of this backend's work runs on `self.stream`.
+        unsafe { copy_on_device(d, s, n as usize, &self.stream) }.map_err(device_err("copying a tensor"))
+    }
+
+    /// Runs `kernel` as one cooperative launch and waits for it, or, deferred, returns
+    /// once it is enqueued (a launch that waits settles the deferred ones before it). A
+    /// kernel that a device fault stops (a tile op that reads out of bounds or traps)
+    /// returns an error naming the megakernel; CUDA keeps the context unusable until the
+    /// process ends, so this backend refuses further launches with the same explanation.
     unsafe fn launch(
         &self,
         entry: &KernelEntry<'_>,
@@ -297,10 +324,26 @@ impl Backend for Cuda {
         }
         kernel.check_dtypes(args)?;
         check_no_alias(kernel, args)?;
+        // a traced launch reads its trace back, so it waits
+        let defer = options.defer.is_some() && options.trace.is_none();
         let schedule = options.schedule.unwrap_or(kernel.graph.schedule);
-        self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
+        // a faulted backend says so first (the context itself only reports the error code)
         let mut guard = self.launcher()?;
-        let Launcher { modules, checked, states, status, start, end, fault } = &mut *guard;
+        self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
+        let launcher = &mut *guard;
+        if !defer {
+            // an earlier deferred launch's failure is reported before this one runs
+            self.settle_all(launcher)?;
+        } else if launcher.pending.is_full() {
+            let report = self.settle_oldest(launcher)?;
+            launcher.pending.finish(report);
+        }
+        // the task graph of a kernel with index data reads it on the host: the kernels in
+        // flight may write it, so they finish first (and their failure comes first)
+        if !launcher.pending.is_empty() && !checked::check(&mut launcher.checked, kernel, args)?.data.is_empty() {
+            self.settle_all(launcher)?;
+        }
+        let Launcher { modules, checked, states, status, pending, .. } = launcher;
         let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
         let launch = Launch {
             schedule,
@@ -332,23 +375,28 @@ impl Backend for Cuda {
             let mut view = state.counters.slice_mut(range.clone());
             self.stream.memset_zeros(&mut view).map_err(device_err("resetting routed event counters"))?;
         }
-        if !status.set(0, 0) {
+        let slot = pending.next_slot();
+        if !status.set(slot, 0) {
             return Err(Error::Device("clearing the status word: it is not mapped".into()));
         }
         let watchdog_ns = options.watchdog.as_nanos().min(u64::MAX as u128) as u64;
         // the epoch advances only once the launch is enqueued: a failed launch leaves the
         // counters and the epoch in step
         let epoch = state.epoch.wrapping_add(1);
-        let rt = Runtime { epoch, ..state.runtime(watchdog_ns, options.trace.is_some(), status.device_ptr()) };
+        let status_word = status.device_ptr() + (slot * std::mem::size_of::<u32>()) as u64;
+        let rt = Runtime { epoch, ..state.runtime(watchdog_ns, options.trace.is_some(), status_word) };
         let words = state.kernel_args(args)?;
+        let (start, end) = pending.events(&self.ctx).map_err(device_err("creating an event"))?;
         start.record(&self.stream).map_err(device_err("recording an event"))?;
         let submitting = Instant::now();
         // SAFETY: `loaded.function` is `et_main` of this kernel's generated source, whose
         // `Runtime` and `EtArgs` are what `runtime`/`kernel_args` pack; the addresses in
         // them are `state`'s buffers, the status word and the arguments, all live until
-        // the synchronisation below (the generated launch borrows the tensors for the
-        // call, `check_dtypes` matched their number and types); `launch.grid` is clamped
-        // to the co-resident maximum.
+        // the launch is settled (the state's buffers are freed in stream order; the
+        // arguments by the caller's promise: the generated launch borrows the tensors
+        // until the synchronisation below, a deferred launch's caller past it, see
+        // `Deferral::new`; `check_dtypes` matched their number and types); `launch.grid`
+        // is clamped to the co-resident maximum.
         unsafe {
             launch_cooperative(
                 &loaded.function,
@@ -363,48 +411,155 @@ impl Backend for Cuda {
         .map_err(device_err("launching the megakernel"))?;
         let submitted = Instant::now();
         state.epoch = epoch;
-        end.record(&self.stream).map_err(device_err("recording an event"))?;
-        if let Err(e) = self.stream.synchronize() {
-            let message = format!(
-                "megakernel `{}` faulted on the device ({e:?}): a tile op read or wrote out of bounds, or trapped. \
-                 The task cannot be read back after a fault; the CPU backend, whose tile ops check their bounds, names it. \
-                 CUDA keeps this process's context unusable until the process ends: GPU work needs a new process",
-                kernel.name()
-            );
-            *fault = Some(message.clone());
-            return Err(Error::Device(message));
+        if let Err(e) = end.record(&self.stream) {
+            // the kernel runs untracked: wait for it before its status word and module go
+            let _ = self.stream.synchronize();
+            return Err(device_err("recording an event")(e));
         }
-        let elapsed_ms = start.elapsed_ms(end).map_err(device_err("reading the timer"))?;
-        let elapsed = Duration::from_secs_f64(elapsed_ms as f64 / 1e3);
-
-        if status.get(0).ok_or_else(|| Error::Device("reading the status word: it is not mapped".into()))? != 0 {
-            return Err(self.aborted(state, args, options));
-        }
-        if let Some(path) = &options.trace {
-            let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
-            crate::trace::write_trace(state.resolved(), &words, path)?;
-        }
-        Ok(LaunchReport {
+        let report = LaunchReport {
             backend: self.describe(),
             schedule,
             tasks: state.resolved().n_tasks,
             workers: launch.grid,
-            elapsed,
+            elapsed: Duration::ZERO,
+            completed: false,
             compiled,
             host_prepare: submitting - entered,
             host_submit: submitted - submitting,
-        })
+        };
+        pending.push(InFlight {
+            report: report.clone(),
+            kernel: kernel.name().to_string(),
+            state: state.id,
+            epoch,
+            watchdog: options.watchdog,
+            slot,
+            start,
+            end,
+            _module: loaded,
+        });
+        if defer {
+            return Ok(report);
+        }
+        let state_id = state.id;
+        let report = self.settle_oldest(launcher)?;
+        if let Some(path) = &options.trace {
+            let state = launcher
+                .states
+                .find_mut(|s| s.id == state_id)
+                .ok_or_else(|| Error::Device("reading the trace: the launch's state is gone".into()))?;
+            let words = self.stream.clone_dtoh(&state.trace).map_err(device_err("reading the trace"))?;
+            crate::trace::write_trace(state.resolved(), &words, path)?;
+        }
+        Ok(report)
+    }
+
+    fn settle(&self) -> Result<Vec<LaunchReport>, Error> {
+        let mut guard = self.launcher()?;
+        self.settle_all(&mut guard)?;
+        Ok(guard.pending.take_finished())
     }
 }
 
 impl Cuda {
-    /// Reads the abort record, resets the state for the next launch, and says why the
-    /// kernel stopped.
-    fn aborted(&self, state: &mut GraphState, args: &[RawTensor], options: &LaunchOptions) -> Error {
+    /// Settles every launch in flight, oldest first, keeping the deferred ones' reports
+    /// for [`Backend::settle`]; the first failure is the error (see `settle_oldest`).
+    fn settle_all(&self, launcher: &mut Launcher) -> Result<(), Error> {
+        while !launcher.pending.is_empty() {
+            let report = self.settle_oldest(launcher)?;
+            launcher.pending.finish(report);
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest launch in flight and returns its report, completed with its
+    /// kernel time. A device fault makes the backend unusable (see [`Backend::launch`]).
+    /// An abort (the watchdog, a bad index) is this launch's error; the launches after it
+    /// are waited for and dropped unreported, since those on its state ran with the
+    /// abort raised, and every state that aborted is reset for the next launch.
+    fn settle_oldest(&self, launcher: &mut Launcher) -> Result<LaunchReport, Error> {
+        let Some(oldest) = launcher.pending.front() else {
+            return Err(Error::Device("settling a launch: none is in flight".into()));
+        };
+        let waited = oldest.end.synchronize().and_then(|_| oldest.start.elapsed_ms(&oldest.end));
+        let elapsed_ms = match waited {
+            Ok(ms) => ms,
+            Err(e) => {
+                // a fault poisons the whole context: a kernel after this one may be the culprit
+                let who = match launcher.pending.len() - 1 {
+                    0 => format!("megakernel `{}`", oldest.kernel),
+                    n => format!("megakernel `{}` (or one of the {n} launches enqueued after it)", oldest.kernel),
+                };
+                return Err(self.faulted(launcher, &who, e));
+            }
+        };
+        let launch = launcher.pending.pop().expect("the oldest launch was looked at above");
+        if launcher
+            .status
+            .get(launch.slot)
+            .ok_or_else(|| Error::Device("reading the status word: it is not mapped".into()))?
+            != 0
+        {
+            // every kernel after it must have finished before any state is reset
+            if let Err(e) = self.stream.synchronize() {
+                let who = format!("megakernel `{}` aborted, and a launch in flight after it", launch.kernel);
+                let error = self.faulted(launcher, &who, e);
+                // its records are kept too (see `faulted`)
+                launcher.pending.push_front(launch);
+                return Err(error);
+            }
+            let error = self.aborted(launcher, &launch);
+            for later in launcher.pending.drain() {
+                if launcher.status.get(later.slot).is_some_and(|w| w != 0) {
+                    self.aborted(launcher, &later);
+                }
+                launcher.pending.recycle(later.start, later.end);
+            }
+            launcher.pending.recycle(launch.start, launch.end);
+            return Err(error);
+        }
+        let report = LaunchReport {
+            elapsed: Duration::from_secs_f64(elapsed_ms as f64 / 1e3),
+            completed: true,
+            ..launch.report
+        };
+        launcher.pending.recycle(launch.start, launch.end);
+        Ok(report)
+    }
+
+    /// The error of a device fault in `who` (a megakernel, named), after which the backend
+    /// refuses every launch.
+    fn faulted(&self, launcher: &mut Launcher, who: &str, e: DriverError) -> Error {
+        let message = format!(
+            "{who} faulted on the device ({e:?}): a tile op read or wrote out of bounds, or trapped. \
+             The task cannot be read back after a fault; the CPU backend, whose tile ops check their bounds, names it. \
+             CUDA keeps this process's context unusable until the process ends: GPU work needs a new process"
+        );
+        // the launches in flight stay recorded: releasing their events and modules in a
+        // faulted context leaves an error that cudarc reports at the next context bind,
+        // and the backend refuses everything from now on anyway
+        launcher.fault = Some(message.clone());
+        Error::Device(message)
+    }
+
+    /// Reads the abort record of `launch`'s state, resets the state for the next launch,
+    /// and says why the kernel stopped. The stream must be idle.
+    fn aborted(&self, launcher: &mut Launcher, launch: &InFlight) -> Error {
+        let Some(state) = launcher.states.find_mut(|s| s.id == launch.state) else {
+            // evicted meanwhile: its buffers, the record among them, are freed
+            return Error::Device(format!(
+                "megakernel `{}` aborted, but its state was evicted before the launch was settled, so its abort \
+                 record is gone: launch it without deferring to see why",
+                launch.kernel
+            ));
+        };
         let read = |state: &GraphState| -> Result<Error, Error> {
             let rec = self.stream.clone_dtoh(&state.error_record).map_err(device_err("reading the abort record"))?;
             let counters = || self.stream.clone_dtoh(&state.counters).map_err(device_err("reading the counters"));
-            Abort::decode(&rec).into_error(state.resolved(), args, options.watchdog, counters, state.epoch)
+            // the launches on one state share their shapes: the last one's tensors place the
+            // index an abort names
+            let args = state.last_args();
+            Abort::decode(&rec).into_error(state.resolved(), args, launch.watchdog, counters, launch.epoch)
         };
         let error = read(state).unwrap_or_else(|e| e);
         // the counters are part-way through a launch: start a fresh epoch

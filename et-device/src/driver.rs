@@ -43,8 +43,8 @@ pub(crate) fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, String> {
 }
 
 fn single_stream(ctx: &CudaContext) {
-    // One stream, synchronised at the end of every launch: the safe layer's per-buffer
-    // event tracking would only add work.
+    // One stream, whose work runs in issue order (launches, copies, stream-ordered frees):
+    // the safe layer's per-buffer event tracking would only add work.
     // SAFETY: the backend issues all its work on the context's default stream; users of
     // `Cuda::context()` who add streams synchronise with it themselves (documented there).
     unsafe { ctx.disable_event_tracking() };
@@ -86,15 +86,16 @@ impl MappedWords {
         self.device
     }
 
-    /// Word `i` (read after the stream was synchronised, so every kernel write to it has
-    /// landed); `None` past the end.
+    /// Word `i` (read once the launch that owns it has finished, so every kernel write to
+    /// it has landed); `None` past the end.
     pub fn get(&self, i: usize) -> Option<u32> {
         // SAFETY: `i < len` words of the live allocation; volatile, since the device
         // writes the word behind the compiler's back.
         (i < self.len).then(|| unsafe { self.words.add(i).read_volatile() })
     }
 
-    /// Sets word `i` (before a launch, with no kernel running); `false` past the end.
+    /// Sets word `i` (before the launch that will own it, while no kernel in flight owns
+    /// it); `false` past the end.
     pub fn set(&mut self, i: usize, v: u32) -> bool {
         if i >= self.len {
             return false;

@@ -69,6 +69,7 @@ mod device;
 mod driver;
 mod memory;
 mod modules;
+mod pending;
 mod runtime;
 mod states;
 mod trace;

@@ -23,6 +23,8 @@ pub(crate) struct GraphState {
     /// the launch's kernel reference; behind an `Arc` (a shared, aliasable pointer) so
     /// that moving the state neither moves it nor invalidates the borrow.
     _spec: Arc<GraphSpec>,
+    /// Names this state for the launches in flight on it (unique in the process).
+    pub id: u64,
     pub schedule: ScheduleKind,
     pub epoch: u32,
     pub counters: CudaSlice<u32>,
@@ -134,7 +136,9 @@ impl GraphState {
         let tagged = |t: u32| [entry(t), early.batch_of[t as usize]];
         let seeds: Vec<u32> = plan.seeds.iter().flat_map(|&t| tagged(t)).collect();
         let batch_items: Vec<u32> = early.items.iter().flat_map(|&t| tagged(t)).collect();
+        static STATES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Ok(GraphState {
+            id: STATES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             schedule,
             epoch: 0,
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1)).map_err(&alloc)?,
@@ -189,6 +193,12 @@ impl GraphState {
             n_seeds: self.n_seeds,
             dynamic: (self.schedule == ScheduleKind::Dynamic) as i32,
         }
+    }
+
+    /// The tensors of the last launch on this state (the shapes every launch on it has),
+    /// for an abort's message.
+    pub fn last_args(&self) -> &[RawTensor] {
+        self.packed.as_ref().map_or(&[], |(args, _)| args.as_slice())
     }
 
     /// The `EtArgs` block of a launch over `args`, packed by the ABI's layout (the last

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use et_core::prelude::*;
-use et_core::{Error, relative_error};
+use et_core::{Deferral, Error, relative_error};
 use et_device::{Cuda, CudaTensor};
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
 use ui_tests::{
@@ -117,19 +117,25 @@ fn moe_inputs(gpu: &Cuda) -> (CudaTensor<u32>, CudaTensor<f32>, CudaTensor<f32>,
     (topk, x, gpu.poisoned::<f32>(&[32, 8]).unwrap(), gpu.poisoned::<f32>(&[4, 8]).unwrap())
 }
 
+/// `moe_gather` made to hang. A checked graph cannot hang, so the hang is made below the
+/// checks: its CUDA with token 3's route tasks skipping their signal, which the graph
+/// promises. Token 3 routes to experts 2 and 3, so `arrived[2]` gets 7 of its 8.
+fn hanging_moe_gather() -> et_core::Kernel {
+    let mut lying = ui_tests::moe_routing::moe_gather::KERNEL.clone();
+    let signal = "ctx.signal(et_signals, el, args.event_target[0], false);";
+    assert!(lying.cuda.body.contains(signal));
+    let body = lying.cuda.body.replacen(signal, &format!("if (v_t != 3) {signal}"), 1);
+    lying.cuda.body = et_core::__private::Cow::Owned(body);
+    lying
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn watchdog_names_the_stuck_wait_and_the_context_survives() {
-    use et_core::__private::{BackendTensor, Cow, KernelEntry};
+    use et_core::__private::{BackendTensor, KernelEntry};
     use ui_tests::moe_routing::moe_gather;
     let gpu = gpu();
-    // A checked graph cannot hang, so the hang is made below the checks: the CUDA of
-    // `moe_gather` with token 3's route tasks skipping their signal, which the graph
-    // promises. Tokens 3 routes to experts 2 and 3, so `arrived[2]` gets 7 of its 8.
-    let mut lying = moe_gather::KERNEL.clone();
-    let signal = "ctx.signal(et_signals, el, args.event_target[0], false);";
-    assert!(lying.cuda.body.contains(signal));
-    lying.cuda.body = Cow::Owned(lying.cuda.body.replacen(signal, &format!("if (v_t != 3) {signal}"), 1));
+    let lying = hanging_moe_gather();
     let entry = KernelEntry { kernel: &lying, cpu_tasks: moe_gather::ENTRY.cpu_tasks };
     // both paths of the watchdog: CTAs stuck in a wait (static), and CTAs stuck on the
     // ready queue because no task becomes ready (dynamic)
@@ -297,4 +303,91 @@ fn a_view_swapped_out_of_its_borrow_is_still_rejected_as_an_alias() {
 fn the_backend_can_be_shared_between_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Cuda>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn deferred_launches_run_in_order_and_settle_with_their_times() {
+    let gpu = gpu();
+    let (rows, launches) = (64 * 32, 100);
+    let a = Tensor::<f32>::random(&[rows, 128], 6);
+    let da = gpu.upload(&a).unwrap();
+    let mut part = gpu.poisoned::<f32>(&[rows, 4]).unwrap();
+    let mut c = gpu.poisoned::<f32>(&[rows]).unwrap();
+    let mut log = gpu.poisoned::<f32>(&[launches, rows]).unwrap();
+    let poison = vec![f32::NAN; rows];
+    let want = splitk::row_sum_reference(&a);
+    // SAFETY: every tensor launched lives until `settle` below, and only this backend's
+    // operations touch them meanwhile.
+    let deferred = LaunchOptions { defer: Some(unsafe { Deferral::new() }), trace: None, ..Default::default() };
+    // more launches than may be in flight at once: the oldest are settled on the way
+    for k in 0..launches {
+        let report = split_row_sum::launch_with(&gpu, &deferred, &da, &mut part, &mut c).unwrap();
+        assert!(!report.completed && report.elapsed.is_zero(), "launch {k}: {report:?}");
+        // stream order: the copy sees this launch's sums, the poison lands after the copy
+        gpu.copy_into(&c, &mut log, k * rows).unwrap();
+        gpu.write(&mut c, &poison).unwrap();
+    }
+    let reports = gpu.settle().unwrap();
+    assert_eq!(reports.len(), launches);
+    assert!(reports.iter().all(|r| r.completed && !r.elapsed.is_zero()), "{:?}", reports.first());
+    assert!(gpu.settle().unwrap().is_empty(), "reports are handed out once");
+    let log = gpu.download(&log).unwrap();
+    for (k, sums) in log.as_slice().chunks(rows).enumerate() {
+        let got = Tensor::from_vec(&[rows], sums.to_vec()).unwrap();
+        assert!(relative_error(&got, &want) < 1e-5, "launch {k}");
+    }
+    // a download settles the launches before it: its data is theirs
+    split_row_sum::launch_with(&gpu, &deferred, &da, &mut part, &mut c).unwrap();
+    assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
+    assert_eq!(gpu.settle().unwrap().len(), 1);
+    // a copy past the end of its destination is an error
+    let err = gpu.copy_into(&c, &mut log_tail(&gpu, rows), 1).unwrap_err();
+    assert!(err.to_string().contains("from element 1 on"), "{err}");
+}
+
+fn log_tail(gpu: &Cuda, rows: usize) -> CudaTensor<f32> {
+    gpu.poisoned::<f32>(&[rows]).unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_deferred_launch_that_hangs_is_the_error_of_what_settles_it_and_the_launches_after_it_recover() {
+    use et_core::__private::{BackendTensor, KernelEntry};
+    use ui_tests::moe_routing::moe_gather;
+    let gpu = gpu();
+    let lying = hanging_moe_gather();
+    let entry = KernelEntry { kernel: &lying, cpu_tasks: moe_gather::ENTRY.cpu_tasks };
+    let is_the_hang = |err: &Error| matches!(err, Error::Watchdog { wait, .. } if wait.element == "arrived[2]");
+    // SAFETY: every tensor launched lives until the settles below.
+    let deferred = LaunchOptions { defer: Some(unsafe { Deferral::new() }), trace: None, ..Default::default() };
+    let (topk, x, mut slots, mut y) = moe_inputs(&gpu);
+    let counts = gpu.upload(&Tensor::from_vec(&[4], vec![8u32, 8, 8, 8]).unwrap()).unwrap();
+    let a = Tensor::<f32>::random(&[64, 128], 8);
+    let da = gpu.upload(&a).unwrap();
+    let mut part = gpu.poisoned::<f32>(&[64, 4]).unwrap();
+    let mut c = gpu.poisoned::<f32>(&[64]).unwrap();
+    let args = [topk.raw(), counts.raw(), x.raw(), slots.raw_mut(), y.raw_mut()];
+    // 1. settled by `settle`: a launch of another kernel queued behind it is dropped
+    // SAFETY: live tensors of this backend, kept until the settles below, written ones
+    // borrowed mutably above and used for nothing else meanwhile.
+    let report = unsafe { gpu.launch(&entry, &args, &deferred) }.unwrap();
+    assert!(!report.completed);
+    split_row_sum::launch_with(&gpu, &deferred, &da, &mut part, &mut c).unwrap();
+    let t0 = Instant::now();
+    let err = gpu.settle().unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+    assert!(is_the_hang(&err), "expected the watchdog on `arrived[2]`, got {err}");
+    assert!(gpu.settle().unwrap().is_empty(), "the launch behind it is not reported");
+    // 2. settled by the next launch of a kernel whose task graph reads index data on the
+    // host (`topk`): that launch returns the hang's error and is not enqueued itself
+    unsafe { gpu.launch(&entry, &args, &deferred) }.unwrap();
+    let err = unsafe { gpu.launch(&entry, &args, &deferred) }.unwrap_err();
+    assert!(is_the_hang(&err), "expected the watchdog on `arrived[2]`, got {err}");
+    assert!(gpu.settle().unwrap().is_empty());
+    // every state was reset: the honest kernels run, waiting and deferred
+    moe_gather::launch(&gpu, &topk, &counts, &x, &mut slots, &mut y).unwrap();
+    moe_routing::check(&gpu, 4, 7, None);
+    split_row_sum::launch_with(&gpu, &deferred, &da, &mut part, &mut c).unwrap();
+    assert!(relative_error(&gpu.download(&c).unwrap(), &splitk::row_sum_reference(&a)) < 1e-5);
 }

@@ -41,6 +41,11 @@ pub struct StepRow {
     pub step_ms: f64,
     /// Median host time per step not hidden by the GPU (host wall − kernel time), µs.
     pub host_us: Option<f64>,
+    /// The megakernel's host time per step not hidden when its steps are launched back to
+    /// back without waiting (`Decoder::feed_back`): (wall of the steps − their kernel
+    /// times) / steps, µs.
+    #[serde(default)]
+    pub pipelined_host_us: Option<f64>,
     /// The floor of this model, batch and KV length: bytes / copy bandwidth, ms.
     pub floor_ms: f64,
     /// Kernel launches per step (the megakernel: 1).
@@ -117,10 +122,10 @@ x mk      latency / the megakernel's static-schedule latency at the same model, 
 /// The step rows as a table, grouped by model, KV length and batch.
 pub fn table(rows: &[StepRow]) -> String {
     let mut out = format!(
-        "{:<14} {:>4} {:>6}  {:<20} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9}  source\n",
-        "config", "B", "KV", "variant", "ms/step", "host us", "floor ms", "% floor", "x mk", "launches"
+        "{:<14} {:>4} {:>6}  {:<20} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9}  source\n",
+        "config", "B", "KV", "variant", "ms/step", "host us", "piped us", "floor ms", "% floor", "x mk", "launches"
     );
-    out.push_str(&"-".repeat(118));
+    out.push_str(&"-".repeat(128));
     out.push('\n');
     let mut sorted: Vec<&StepRow> = rows.iter().collect();
     let rank = |v: &str| VARIANTS.iter().position(|x| *x == v).unwrap_or(VARIANTS.len());
@@ -133,15 +138,17 @@ pub fn table(rows: &[StepRow]) -> String {
             .find(|m| m.variant == MEGAKERNEL_STATIC && (&m.config, m.batch, m.kv) == (&r.config, r.batch, r.kv));
         let ratio = mk.map_or("-".to_string(), |m| format!("{:.2}", r.step_ms / m.step_ms));
         let host = r.host_us.map_or("-".to_string(), |h| format!("{h:.1}"));
+        let piped = r.pipelined_host_us.map_or("-".to_string(), |h| format!("{h:.1}"));
         let launches = r.launches.map_or("-".to_string(), |n| n.to_string());
         out.push_str(&format!(
-            "{:<14} {:>4} {:>6}  {:<20} {:>9.3} {:>9} {:>9.3} {:>7.1}% {:>7} {:>9}  {}\n",
+            "{:<14} {:>4} {:>6}  {:<20} {:>9.3} {:>9} {:>9} {:>9.3} {:>7.1}% {:>7} {:>9}  {}\n",
             r.config,
             r.batch,
             r.kv,
             r.variant,
             r.step_ms,
             host,
+            piped,
             r.floor_ms,
             100.0 * r.fraction_of_floor(),
             ratio,
@@ -179,6 +186,7 @@ mod tests {
             variant: variant.into(),
             step_ms,
             host_us: Some(4.5),
+            pipelined_host_us: None,
             floor_ms: 0.5,
             launches: Some(1),
             steps: 50,

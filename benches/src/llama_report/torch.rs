@@ -57,6 +57,7 @@ pub fn torch_rows(
                 variant: variant.to_string(),
                 step_ms: ms,
                 host_us: None,
+                pipelined_host_us: None,
                 floor_ms: floor,
                 launches: None,
                 steps: 0,

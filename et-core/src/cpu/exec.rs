@@ -290,6 +290,7 @@ pub(crate) fn run<'a>(
         tasks,
         workers,
         elapsed,
+        completed: true,
         compiled: false,
         host_prepare: Duration::ZERO,
         host_submit: Duration::ZERO,

@@ -120,6 +120,13 @@ impl Backend for Cpu {
         Ok(())
     }
 
+    /// Host tensors own their memory, so `src` and `dst` never share it.
+    fn copy_into<T: Element>(&self, src: &Tensor<T>, dst: &mut Tensor<T>, offset: usize) -> Result<()> {
+        let end = crate::backend::copy_end(src.len(), dst.shape(), offset)?;
+        dst.as_mut_slice()[offset..end].copy_from_slice(src.as_slice());
+        Ok(())
+    }
+
     unsafe fn launch(
         &self,
         entry: &KernelEntry<'_>,

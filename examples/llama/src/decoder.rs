@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::reference::Generation;
 use crate::weights::LlamaWeights;
 use et_core::backend::LaunchReport;
-use et_core::{Backend, LaunchOptions, Tensor, bf16};
+use et_core::{Backend, Deferral, LaunchOptions, Tensor, bf16};
 use std::time::{Duration, Instant};
 
 /// One stamped decode megakernel: the model shape (a preset) and the batch size it serves.
@@ -193,9 +193,10 @@ pub struct Step {
     /// The backend's report of the launch.
     pub report: LaunchReport,
     /// Host wall time of the step up to the launch's return: the writes of the ids and
-    /// positions into the decoder's buffers (from the host, or in [`Decoder::generate`]
-    /// the device copy of the last step's tokens) and the launch; the downloads of the
-    /// results (the next tokens, the logits) are not included.
+    /// positions into the decoder's buffers (none where the device holds them) and the
+    /// launch; the downloads of the results (the next tokens, the logits) are not
+    /// included. For a step of [`Decoder::feed_back`] (reported by
+    /// [`Decoder::generate`]), the host time of enqueueing it.
     pub wall: Duration,
 }
 
@@ -242,6 +243,9 @@ pub struct Decoder<'b, Bk: Backend> {
     cur: usize,
     /// Host staging of the ids or positions as `i32` (kept to allocate nothing per step).
     staging: Vec<i32>,
+    /// The token log of [`Decoder::feed_back`] (a row of `B` ids per step) and its rows,
+    /// kept for the next call while it is large enough.
+    log: Option<(Bk::Tensor<i32>, usize)>,
 }
 
 /// One pair of a decoder's step inputs on the device, and what the host knows they hold.
@@ -335,6 +339,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             inputs: [StepInputs::new(backend, b)?, StepInputs::new(backend, b)?],
             cur: 0,
             staging: Vec::with_capacity(b),
+            log: None,
         })
     }
 
@@ -382,14 +387,45 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// launches, and downloads the next tokens (and the logits when `want_logits`).
     fn run(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Step> {
         let t0 = Instant::now();
+        let report = self.enqueue(Some(tokens), positions, None)?;
+        let wall = t0.elapsed();
         let be = self.backend;
+        let output = &mut self.inputs[self.cur];
+        let next = be.download(&output.ids)?;
+        output.known_ids = Some(next.as_slice().to_vec());
+        let next = tokens_of(next.as_slice())?;
+        let logits = if want_logits { Some(be.download(&self.logits)?) } else { None };
+        Ok(Step { next, logits, report, wall })
+    }
+
+    /// Launches one step: writes `tokens` (or, with `None`, leaves the ids that the last
+    /// step wrote) and `positions` into the input pair unless it holds them already, and
+    /// launches with the decoder's options, deferred when `defer` says so; the pair the
+    /// step writes becomes the next step's input.
+    fn enqueue(
+        &mut self,
+        tokens: Option<&[u32]>,
+        positions: &[usize],
+        defer: Option<Deferral>,
+    ) -> Result<LaunchReport> {
+        let be = self.backend;
+        let deferred;
+        let options = match defer {
+            Some(_) => {
+                deferred = LaunchOptions { defer, ..self.options.clone() };
+                &deferred
+            }
+            None => &self.options,
+        };
         let [a, b] = &mut self.inputs;
         let (input, output) = if self.cur == 0 { (a, b) } else { (b, a) };
         // what generation feeds back (the last step's tokens at the next positions) is on
         // the device already: nothing is uploaded then
-        self.staging.clear();
-        self.staging.extend(tokens.iter().map(|&t| t as i32));
-        write_if_changed(be, &mut input.ids, &mut input.known_ids, &self.staging)?;
+        if let Some(tokens) = tokens {
+            self.staging.clear();
+            self.staging.extend(tokens.iter().map(|&t| t as i32));
+            write_if_changed(be, &mut input.ids, &mut input.known_ids, &self.staging)?;
+        }
         self.staging.clear();
         self.staging.extend(positions.iter().map(|&p| p as i32));
         write_if_changed(be, &mut input.pos, &mut input.known_pos, &self.staging)?;
@@ -400,7 +436,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             ($m:ident) => {
                 $m::launch_with(
                     be,
-                    &self.options,
+                    options,
                     ids,
                     pos,
                     &self.table,
@@ -446,27 +482,107 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             Stamp::Llama8bB32 => launch!(decode_8b_b32),
             Stamp::Llama8bB64 => launch!(decode_8b_b64),
         }?;
-        let wall = t0.elapsed();
-        let next = be.download(&output.ids)?;
-        self.cur = 1 - self.cur;
-        output.known_ids = Some(next.as_slice().to_vec());
+        // the megakernel writes the positions + 1 (in stream order, so a later write that
+        // compares against them is ordered after it)
         output.known_pos = Some(self.staging.iter().map(|p| p + 1).collect());
-        let next = next
-            .as_slice()
-            .iter()
-            .map(|&t| {
-                u32::try_from(t)
-                    .map_err(|_| Error::Input(format!("the megakernel's argmax returned {t} (NaN logits?)")))
-            })
-            .collect::<Result<Vec<u32>>>()?;
+        self.cur = 1 - self.cur;
+        Ok(report)
+    }
+
+    /// Runs `steps` more greedy steps in which every sequence reads the token the step
+    /// before wrote, at the positions after that step's: the steps are launched back to
+    /// back without waiting (deferred, [`et_core::Deferral`]), so the host prepares each
+    /// while the one before runs, and the tokens go into a log on the device that is
+    /// downloaded once at the end. The logits of the last step are downloaded when
+    /// `want_logits`. At least one step must have run before (its tokens are the input).
+    pub fn feed_back(&mut self, steps: usize, want_logits: bool) -> Result<FedBack> {
+        let Some(start) = self.inputs[self.cur].known_pos.clone() else {
+            return Err(Error::Input("feed_back continues the last step: run a step first".into()));
+        };
+        let start: Vec<usize> = start.iter().map(|&p| p as usize).collect();
+        if let Some(p) = start.iter().find(|&&p| p + steps > self.max_positions()) {
+            return Err(Error::Input(format!(
+                "{steps} steps from position {p} go past the KV cache's {} positions",
+                self.max_positions()
+            )));
+        }
+        if steps == 0 {
+            return Ok(FedBack {
+                tokens: Vec::new(),
+                logits: None,
+                reports: Vec::new(),
+                enqueue: Vec::new(),
+                wall: Duration::ZERO,
+            });
+        }
+        let fed = self.feed_back_from(start, steps, want_logits);
+        if fed.is_err() {
+            // a step that failed, and those dropped behind it, did not write what the host
+            // expects of the input pairs: the next step writes its inputs
+            for pair in &mut self.inputs {
+                (pair.known_ids, pair.known_pos) = (None, None);
+            }
+        }
+        fed
+    }
+
+    /// [`Decoder::feed_back`] over checked arguments: `steps > 0` from positions `start`.
+    fn feed_back_from(&mut self, start: Vec<usize>, steps: usize, want_logits: bool) -> Result<FedBack> {
+        let (be, batch) = (self.backend, self.stamp.geometry().batch);
+        // the log's rows are the steps: reused while it is large enough
+        if self.log.as_ref().is_none_or(|(_, rows)| *rows < steps) {
+            let log = be.upload(&Tensor::<i32>::from_vec(&[steps, batch], vec![-1; steps * batch])?)?;
+            self.log = Some((log, steps));
+        }
+        // reports of deferred launches made before this call are not this call's
+        be.settle()?;
+        // SAFETY: every tensor the deferred launches take is a field of `self`, which this
+        // call borrows mutably until `settle` below has waited for them (`Settling` waits
+        // on the error paths and on unwinding too), and which meanwhile only this
+        // backend's own operations touch.
+        let defer = Some(unsafe { Deferral::new() });
+        let settling = Settling(be);
+        let t0 = Instant::now();
+        let (mut enqueue, mut reports) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+        let mut settled = Vec::with_capacity(steps);
+        let mut positions = start;
+        for k in 0..steps {
+            if k > 0 && k % STEPS_PER_SETTLE == 0 {
+                // a backend keeps a bounded number of reports between settles
+                settled.extend(be.settle()?);
+            }
+            let t = Instant::now();
+            reports.push(self.enqueue(None, &positions, defer)?);
+            let (log, _) = self.log.as_mut().expect("allocated above");
+            be.copy_into(&self.inputs[self.cur].ids, log, k * batch)?;
+            enqueue.push(t.elapsed());
+            positions.iter_mut().for_each(|p| *p += 1);
+        }
+        settled.extend(be.settle()?);
+        let wall = t0.elapsed();
+        drop(settling);
+        // a backend that runs each launch to completion (the CPU) reported it then
+        let mut settled = settled.into_iter();
+        for report in reports.iter_mut().filter(|r| !r.completed) {
+            *report = settled
+                .next()
+                .ok_or_else(|| Error::Backend(et_core::Error::Device("a deferred step was not reported".into())))?;
+        }
+        let log = be.download(&self.log.as_ref().expect("allocated above").0)?;
+        let tokens = log.as_slice()[..steps * batch].chunks(batch).map(tokens_of).collect::<Result<Vec<Vec<u32>>>>()?;
         let logits = if want_logits { Some(be.download(&self.logits)?) } else { None };
-        Ok(Step { next, logits, report, wall })
+        Ok(FedBack { tokens, logits, reports, enqueue, wall })
     }
 
     /// Greedy generation of `n_tokens` per prompt, as [`crate::Reference::generate`]: the
     /// prompts are fed one token per step, all sequences at the same position, a
-    /// sequence whose prompt is consumed feeding back its last output. Calls `each` after
-    /// every step; the logits of the last step are returned.
+    /// sequence whose prompt is consumed feeding back its last output. The steps in which
+    /// every sequence reads the token the step before gave it run through
+    /// [`Decoder::feed_back`], back to back; the others (a prompt token to read, or a
+    /// sequence done generating that repeats its last token) wait, the host writing their
+    /// inputs. Calls `each` after every step, the fed-back ones once they have all
+    /// finished (their `wall` is the host time of enqueueing them); the logits of the
+    /// last step are returned.
     pub fn generate(
         &mut self,
         prompts: &[Vec<u32>],
@@ -483,7 +599,8 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         if prompts.iter().any(Vec::is_empty) || n_tokens == 0 {
             return Err(Error::Input("generation needs non-empty prompts and at least one token".into()));
         }
-        let steps = prompts.iter().map(Vec::len).max().expect("non-empty") + n_tokens - 1;
+        let longest = prompts.iter().map(Vec::len).max().expect("non-empty");
+        let steps = longest + n_tokens - 1;
         if steps > self.max_positions() {
             return Err(Error::Input(format!(
                 "{steps} positions exceed the KV cache's {} positions",
@@ -491,8 +608,31 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             )));
         }
         let mut tokens: Vec<Vec<u32>> = vec![Vec::with_capacity(n_tokens); prompts.len()];
+        let keep = |pos: usize, next: &[u32], tokens: &mut Vec<Vec<u32>>| {
+            for ((p, out), &next) in prompts.iter().zip(tokens.iter_mut()).zip(next) {
+                if pos + 1 >= p.len() && out.len() < n_tokens {
+                    out.push(next);
+                }
+            }
+        };
+        // step `pos` reads the token step `pos - 1` wrote for sequence `b` exactly when `b`
+        // kept that token: `len_b <= pos <= len_b + n_tokens - 1`. Those steps of every
+        // sequence at once run back to back; the others write their inputs from the host.
+        let shortest = prompts.iter().map(Vec::len).min().expect("non-empty");
+        let fed = longest..(shortest + n_tokens).min(steps).max(longest);
         let mut logits = None;
-        for pos in 0..steps {
+        let mut pos = 0;
+        while pos < steps {
+            if pos == fed.start && !fed.is_empty() {
+                let run = self.feed_back(fed.len(), fed.end == steps)?;
+                for (next, (report, wall)) in run.tokens.into_iter().zip(run.reports.into_iter().zip(run.enqueue)) {
+                    keep(pos, &next, &mut tokens);
+                    each(pos, &Step { next, logits: None, report, wall });
+                    pos += 1;
+                }
+                logits = run.logits;
+                continue;
+            }
             let input: Vec<u32> = prompts
                 .iter()
                 .zip(&tokens)
@@ -500,16 +640,52 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                 .collect();
             let positions = vec![pos; prompts.len()];
             self.check_inputs(&input, &positions)?;
-            // once every sequence feeds back its last output, the step uploads nothing
             let step = self.run(&input, &positions, pos + 1 == steps)?;
-            for ((p, out), &next) in prompts.iter().zip(&mut tokens).zip(&step.next) {
-                if pos + 1 >= p.len() && out.len() < n_tokens {
-                    out.push(next);
-                }
-            }
+            keep(pos, &step.next, &mut tokens);
             each(pos, &step);
             logits = step.logits;
+            pos += 1;
         }
-        Ok(Generation { tokens, logits: logits.expect("the last step downloads its logits") })
+        let logits = logits.expect("the last step downloads its logits");
+        Ok(Generation { tokens, logits })
     }
+}
+
+/// Fed-back steps between two settles in [`Decoder::feed_back`]: a backend keeps the
+/// reports of at least 4096 deferred launches ([`Backend::settle`]); each settle costs one
+/// gap of the host's launch path between two kernels.
+const STEPS_PER_SETTLE: usize = 1024;
+
+/// What [`Decoder::feed_back`] returns.
+#[derive(Clone, Debug)]
+pub struct FedBack {
+    /// The argmax of each step, `[steps][B]`.
+    pub tokens: Vec<Vec<u32>>,
+    /// The logits `[B, vocab]` of the last step, when asked for.
+    pub logits: Option<Tensor<f32>>,
+    /// Each step's launch report, completed (its kernel time).
+    pub reports: Vec<LaunchReport>,
+    /// The host time of enqueueing each step (its inputs, its launch, its tokens' copy).
+    pub enqueue: Vec<Duration>,
+    /// Host wall time from the first launch until the last step had finished.
+    pub wall: Duration,
+}
+
+/// Waits for the backend's deferred launches when dropped: on every path out of
+/// [`Decoder::feed_back`], so that no kernel runs past the borrows it was launched with.
+struct Settling<'b, Bk: Backend>(&'b Bk);
+
+impl<Bk: Backend> Drop for Settling<'_, Bk> {
+    fn drop(&mut self) {
+        let _ = self.0.settle();
+    }
+}
+
+/// A step's argmax as token ids (a negative one means the logits were NaN).
+fn tokens_of(ids: &[i32]) -> Result<Vec<u32>> {
+    ids.iter()
+        .map(|&t| {
+            u32::try_from(t).map_err(|_| Error::Input(format!("the megakernel's argmax returned {t} (NaN logits?)")))
+        })
+        .collect()
 }

@@ -186,3 +186,30 @@ fn generation_feeding_tokens_back_on_the_device_equals_uploading_every_token() {
         assert_eq!(bits(&again.logits), bits(&logits));
     }
 }
+
+#[test]
+fn steps_fed_back_back_to_back_equal_steps_that_wait() {
+    let (cpu, w) = (Cpu::new(), tiny(5));
+    let opts = || options(ScheduleKind::Static, None);
+    let mut waiting = Decoder::new(&cpu, &w, 2, 12, opts()).unwrap();
+    let mut fed = Decoder::new(&cpu, &w, 2, 12, opts()).unwrap();
+    let e = fed.feed_back(3, false).unwrap_err().to_string();
+    assert!(e.contains("run a step first"), "{e}");
+    let first = waiting.step(&[3, 40], &[0, 0], false).unwrap();
+    assert_eq!(fed.step(&[3, 40], &[0, 0], false).unwrap().next, first.next);
+    let (mut want, mut next, mut logits) = (Vec::new(), first.next, None);
+    for pos in 1..6 {
+        let s = waiting.step(&next, &[pos, pos], pos == 5).unwrap();
+        (next, logits) = (s.next.clone(), s.logits);
+        want.push(s.next);
+    }
+    let run = fed.feed_back(5, true).unwrap();
+    assert_eq!(run.tokens, want);
+    assert_eq!(run.logits.unwrap().as_slice(), logits.unwrap().as_slice());
+    assert!(run.reports.iter().all(|r| r.completed) && run.reports.len() == 5 && run.enqueue.len() == 5);
+    // the log is reused, and a step after fed-back ones reads what it is given
+    assert_eq!(fed.feed_back(2, false).unwrap().tokens.len(), 2);
+    let e = fed.feed_back(5, false).unwrap_err().to_string();
+    assert!(e.contains("5 steps from position 8 go past the KV cache's 12 positions"), "{e}");
+    assert_eq!(fed.step(&[1, 2], &[8, 8], false).unwrap().next.len(), 2);
+}
