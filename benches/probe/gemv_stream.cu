@@ -7,7 +7,7 @@
 //
 // Variants:
 //   row<U>    a warp per weight row, U 16-byte loads per lane in flight per round
-//             (the library's batch-1 path today);
+//             (the library's batch-1 path until run 28; the LM head's still);
 //   flat<P>   the task's (row, 256-column piece) pairs split evenly over the warps; a lane
 //             issues up to P pieces' loads before it uses any (all of a small task's
 //             bytes in flight at once), row sums combined through shared memory;
@@ -17,9 +17,17 @@
 //   bulkpf<KB> the same ring, its producer running ahead into the next layer's task while
 //             the grid waits;
 //   regpf<R>  a warp's first R pieces loaded into registers before the task's wait (the
-//             grid barrier), the rest streamed after it.
+//             grid barrier), the rest streamed after it;
+//   wring<SxC> each warp its own ring of S slots of C bytes, one bulk copy (TMA) a slot on
+//             the slot's mbarrier, the row's sum kept in registers (wringpf: the next
+//             layer's first S pieces issued before the grid barrier);
+//   cring<S>  each lane its own 16-byte parts by cp.async into S slots of its own (1 KB a
+//             warp a piece), S - 1 pieces in flight across row ends (the library's
+//             batch-1 form since run 28).
 // The figures of two runs on an H200 are in gemv_stream-h200*.txt beside this file; what
-// they say is in benches/RESULTS.md, run 15.
+// they say is in benches/RESULTS.md, run 15; the rings' in run 28
+// (benches/results/run28-probe-gemv-ring.txt). An argument runs only the variants whose
+// names start with one of its comma-separated prefixes (`./gemv_stream row,cring`).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -308,6 +316,142 @@ __global__ void __launch_bounds__(512, 1) kern_regpf(Job j) {
     }
 }
 
+// ---- wring<S, C>: warp w streams its own rows (w, w + 16, ..) as pieces of C bytes through
+// a ring of S slots of its own in shared memory: lane 0 issues one bulk copy (TMA) per
+// piece on the slot's mbarrier, the lanes read their 16-byte parts of the piece back and
+// keep the row's sum in registers (a warp sum per row, no CTA barrier). PF: the first S
+// pieces of the CTA's next task are issued before the grid barrier (the task's wait).
+struct WRing {
+    unsigned char* slots;         // this warp's S slots of C bytes
+    unsigned long long* bar;      // this warp's S mbarriers
+    long long seq;                // pieces issued into this warp's ring so far
+    long long used;               // pieces consumed so far
+};
+template <int S, int C>
+__device__ void wring_issue(WRing& r, const bf16_t* w, int N, int K, int piece) {
+    // piece `piece` of this warp's stream of the task: its row and byte offset
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, ppr = K * 2 / C;
+    const int row = warp + warps * (piece / ppr), off = (piece % ppr) * C;
+    const int slot = (int)(r.seq % S);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    mb_expect(&r.bar[slot], C);
+    bulk(r.slots + slot * C, reinterpret_cast<const unsigned char*>(w + (long long)row * K) + off, C, &r.bar[slot]);
+    ++r.seq;
+}
+template <int S, int C>
+__device__ int wring_pieces(int N, int K) {
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    return warp < N ? ((N - 1 - warp) / warps + 1) * (K * 2 / C) : 0;
+}
+template <int S, int C>
+__device__ void wring_start(WRing& r, const bf16_t* w, int N, int K) {
+    const int n = wring_pieces<S, C>(N, K);
+    if ((threadIdx.x & 31) == 0)
+        for (int p = 0; p < S && p < n; ++p) wring_issue<S, C>(r, w, N, K, p);
+}
+template <int S, int C>
+__device__ void wring_finish(WRing& r, const bf16_t* w, const bf16_t* x, float* y, int N, int K) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int n = wring_pieces<S, C>(N, K), ppr = K * 2 / C;
+    constexpr int V16 = C / 512;  // 16-byte parts per lane per piece
+    float acc = 0.f;
+    int row = warp, col = 0;      // col: element offset of the piece in its row
+    for (int p = 0; p < n; ++p) {
+        const long long g = r.used + p;
+        const int slot = (int)(g % S);
+        mb_wait(&r.bar[slot], (unsigned)((g / S) & 1));
+        const unsigned char* sp = r.slots + slot * C;
+#pragma unroll
+        for (int v = 0; v < V16; ++v) {
+            const int e = v * 256 + lane * 8;
+            acc += dot8(*reinterpret_cast<const uint4*>(sp + e * 2), *reinterpret_cast<const uint4*>(x + col + e));
+        }
+        __syncwarp();
+        if (lane == 0 && p + S < n) wring_issue<S, C>(r, w, N, K, p + S);
+        col += C / 2;
+        if (col == K) {
+            acc = wsum(acc);
+            if (lane == 0) y[row] = acc;
+            acc = 0.f;
+            col = 0;
+            row += warps;
+        }
+    }
+    r.used += n;
+    (void)ppr;
+}
+template <int S, int C, bool PF>
+__global__ void __launch_bounds__(512, 1) kern_wring(Job j) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ unsigned long long bars[16 * S];
+    const int warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) for (int i = 0; i < 16 * S; ++i) mb_init(&bars[i], 1);
+    __syncthreads();
+    WRing r{smem + warp * S * C, bars + warp * S, 0, 0};
+    const auto task_w = [&](int l, int t) { return j.w + ((long long)l * j.T + t) * j.N * j.K; };
+    if (PF && blockIdx.x < j.T) wring_start<S, C>(r, task_w(0, blockIdx.x), j.N, j.K);
+    for (int l = 0; l < j.L; ++l) {
+        for (int t = blockIdx.x; t < j.T; t += gridDim.x) {
+            if (!PF || t != (int)blockIdx.x) wring_start<S, C>(r, task_w(l, t), j.N, j.K);
+            wring_finish<S, C>(r, task_w(l, t), j.x, j.y + (long long)t * j.N, j.N, j.K);
+        }
+        // PF: the next layer's first pieces move while the grid waits
+        if (PF && l + 1 < j.L && blockIdx.x < j.T) wring_start<S, C>(r, task_w(l + 1, blockIdx.x), j.N, j.K);
+        grid_sync(j.count, j.gen, gridDim.x);
+    }
+}
+
+// ---- cring<S>: each lane streams its own 16-byte parts of its warp's rows by cp.async into
+// S slots of its own (1 KB a warp a slot: two parts a lane), S - 1 groups in flight,
+// read back by the same lane (no barrier, no registers held for loads in flight).
+template <int S>
+__global__ void __launch_bounds__(512, 1) kern_cring(Job j) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    uint4* mine = reinterpret_cast<uint4*>(smem) + (warp * S * 64) + lane;  // slot s part v: mine[s*64 + v*32]
+    for (int l = 0; l < j.L; ++l) {
+        for (int t = blockIdx.x; t < j.T; t += gridDim.x) {
+            const bf16_t* w = j.w + ((long long)l * j.T + t) * j.N * j.K;
+            float* y = j.y + (long long)t * j.N;
+            const int ppr = j.K / 512, n = warp < j.N ? ((j.N - 1 - warp) / warps + 1) * ppr : 0;
+            const auto issue = [&](int p) {
+                const int row = warp + warps * (p / ppr), c = (p % ppr) * 512 + lane * 8;
+                const bf16_t* src = w + (long long)row * j.K + c;
+                uint4* dst = mine + (p % S) * 64;
+#pragma unroll
+                for (int v = 0; v < 2; ++v)
+                    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(sa(dst + v * 32)),
+                                 "l"(src + v * 256) : "memory");
+            };
+            for (int p = 0; p < S - 1; ++p) {
+                if (p < n) issue(p);
+                asm volatile("cp.async.commit_group;" ::: "memory");
+            }
+            float acc = 0.f;
+            int row = warp, col = 0;
+            for (int p = 0; p < n; ++p) {
+                if (p + S - 1 < n) issue(p + S - 1);
+                asm volatile("cp.async.commit_group;" ::: "memory");
+                asm volatile("cp.async.wait_group %0;" ::"n"(S - 1) : "memory");
+                const uint4* sp = mine + (p % S) * 64;
+#pragma unroll
+                for (int v = 0; v < 2; ++v)
+                    acc += dot8(sp[v * 32], *reinterpret_cast<const uint4*>(j.x + col + v * 256 + lane * 8));
+                col += 512;
+                if (col == j.K) {
+                    acc = wsum(acc);
+                    if (lane == 0) y[row] = acc;
+                    acc = 0.f;
+                    col = 0;
+                    row += warps;
+                }
+            }
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        grid_sync(j.count, j.gen, gridDim.x);
+    }
+}
+
 template <int V, int A>
 __global__ void __launch_bounds__(512, 1) kern(Job j) {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -347,17 +491,45 @@ static float bf2f(bf16_t b) { unsigned u = (unsigned)b << 16; float f; memcpy(&f
 
 struct Shape { const char* name; int N, K, T, L; };
 
+// V 5 / 6: wring<A / 1024 slots... encoded as A = S * 10000 + C (6: with PF); V 7: cring<A>
 template <int V, int A>
 void launch(const Job& j, int sms, int smem) {
     if constexpr (V == 4) kern_regpf<A><<<sms, 512, smem>>>(j);
+    else if constexpr (V == 5 || V == 6) kern_wring<A / 10000, A % 10000, V == 6><<<sms, 512, smem>>>(j);
+    else if constexpr (V == 7) kern_cring<A><<<sms, 512, smem>>>(j);
     else kern<V, A><<<sms, 512, smem>>>(j);
 }
 template <int V, int A>
+void allow_smem(int smem) {
+    if constexpr (V == 4) return;
+    else if constexpr (V == 5 || V == 6)
+        CK(cudaFuncSetAttribute(kern_wring<A / 10000, A % 10000, V == 6>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    else if constexpr (V == 7) CK(cudaFuncSetAttribute(kern_cring<A>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    else CK(cudaFuncSetAttribute(kern<V, A>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+}
+static const char* g_only = nullptr;  // comma-separated name prefixes to run (argv[1])
+static bool wanted(const char* name) {
+    if (!g_only) return true;
+    for (const char* p = g_only; *p;) {
+        const char* e = strchr(p, ',');
+        const size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n > 0 && strncmp(name, p, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+template <int V, int A>
 float run(const char* vname, const Shape& s, bf16_t* dw, bf16_t* dx, float* dy, unsigned* sync, int sms,
           const std::vector<bf16_t>& hw, const std::vector<bf16_t>& hx, long long rot_elems, int rots) {
+    if (!wanted(vname)) return 0.f;
+    // the rings take whole pieces of a row (wring: C bytes; cring: 1 KB)
+    const int piece = (V == 5 || V == 6) ? A % 10000 : V == 7 ? 1024 : 0;
+    if (piece > 0 && (s.K * 2) % piece != 0) return 0.f;
     Job j{dw, dx, dy, s.N, s.K, s.T, s.L, sync, sync + 1};
-    const int smem = (V == 2 || V == 3) ? A * SB : 0;
-    if constexpr (V != 4) CK(cudaFuncSetAttribute(kern<V, A>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int smem = (V == 2 || V == 3) ? A * SB : (V == 5 || V == 6) ? 16 * (A / 10000) * (A % 10000) : V == 7 ? 16 * A * 1024 : 0;
+    allow_smem<V, A>(smem);
     // check: last layer's y of rotation 0
     CK(cudaMemset(dy, 0xff, sizeof(float) * s.T * s.N));
     launch<V, A>(j, sms, smem);
@@ -399,7 +571,8 @@ float run(const char* vname, const Shape& s, bf16_t* dw, bf16_t* dx, float* dy, 
     return med;
 }
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1) g_only = argv[1];
     int sms;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const Shape shapes[] = {
@@ -445,6 +618,17 @@ int main() {
         run<2, 8>("bulk<128KB>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
         run<3, 4>("bulkpf<64KB>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
         run<3, 8>("bulkpf<128KB>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<5, 40512>("wring<4x512>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<5, 41024>("wring<4x1K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<5, 61024>("wring<6x1K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<5, 81024>("wring<8x1K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<5, 42048>("wring<4x2K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<6, 41024>("wringpf<4x1K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<6, 81024>("wringpf<8x1K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<6, 42048>("wringpf<4x2K>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<7, 4>("cring<4>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<7, 8>("cring<8>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
+        run<7, 12>("cring<12>", sh, dw, dx, dy, sync, sms, hw, hx, per, rots);
     }
     return 0;
 }

@@ -2,8 +2,12 @@
 //! 1 to 64, with fused epilogues and a split-K form.
 //!
 //! A batch of 1 runs on CUDA cores (a warp per weight row, lanes over `k` in 16-byte
-//! pieces, no arena, no barrier: the fastest on small tasks). From a batch of 2 on, one
-//! path on the tensor cores (`mma.sync.m16n8k16` bf16 → f32): a
+//! pieces, no barrier between warps: the fastest on small tasks). Where `x` is in global
+//! memory its weights stream through a `cp.async` ring in the arena (each lane its own
+//! slots, four 1 KB pieces a warp in flight across row ends, `x`'s row copied into the
+//! arena first; RESULTS run 28); the fused norm GEMVs, whose `x` is in shared memory,
+//! load them into registers, four pieces at a time. From a batch of 2 on, one path on
+//! the tensor cores (`mma.sync.m16n8k16` bf16 → f32): a
 //! *unit* of work is 16 weight rows of one weight tile over one slice of `k`, and a warp
 //! multiplies its 16 rows with the batch in 8-row pieces (n), so a small batch wastes mma
 //! lanes, not bandwidth, and each weight element is converted and multiplied once
@@ -145,12 +149,31 @@ pub const fn ring_bytes(batch: usize) -> usize {
     if batch > 16 { PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES + xring_bytes(batch) } else { 0 }
 }
 
+/// The 1 KB pieces each warp of the batch-1 CUDA-core path keeps in flight through its
+/// cp.async ring in the arena (`ET_GEMV_SIMT_RING` in the CUDA).
+pub const SIMT_RING_STEPS: usize = 4;
+/// The batch-1 ring of a 16-warp CTA: [`SIMT_RING_STEPS`] pieces of 1 KB a warp.
+pub const SIMT_RING_BYTES: usize = PLAN_WARPS * SIMT_RING_STEPS * 1024;
+
+/// The arena bytes of the `k` activations a batch-1 GEMV copies in before its ring (whole
+/// 16-byte pieces, then 128-byte alignment for the ring).
+const fn simt_x_bytes(k: usize) -> usize {
+    (k.div_ceil(8) * 16).div_ceil(128) * 128
+}
+
 /// The arena bytes of a GEMV call: the prefetch record ([`PREFETCH_RECORD`]), then the
 /// partial sums ([`partial_bytes`]), which start after the prefetched rows when there
-/// are some, then the weight ring above batch 16 ([`ring_bytes`]).
+/// are some, then the weight ring above batch 16 ([`ring_bytes`]); and at least what a
+/// batch-1 call takes, the record, its row of `x` and its ring ([`SIMT_RING_BYTES`]), at
+/// every batch, so that an arena sized at a symbolic batch's maximum also holds a
+/// batch-1 launch's.
 pub const fn arena_bytes(w: &[usize], x: &[usize], mats: usize) -> usize {
     match (w, x) {
-        (&[_, _], &[batch, _]) => PREFETCH_RECORD + partial_bytes(w, x, mats) + ring_bytes(batch),
+        (&[_, k], &[batch, _]) => {
+            let sized = PREFETCH_RECORD + partial_bytes(w, x, mats) + ring_bytes(batch);
+            let one = PREFETCH_RECORD + simt_x_bytes(k) + SIMT_RING_BYTES;
+            if sized > one { sized } else { one }
+        }
         _ => 0,
     }
 }
@@ -247,6 +270,19 @@ macro_rules! matvec_cuda {
 // round trip when another SM wrote x (an MoE expert's 16 gathered rows). 0 turns it off.
 #ifndef ET_GEMV_X_INFLIGHT
 #define ET_GEMV_X_INFLIGHT 1
+#endif
+// The batch-1 CUDA-core path's pieces in flight per warp through its cp.async ring in the
+// arena (`SIMT_RING_STEPS` in gemv.rs sizes the arena for 4; a ring the arena cannot hold
+// falls back to the registers). 0 keeps the weights in registers, for side-by-side runs.
+#ifndef ET_GEMV_SIMT_RING
+#define ET_GEMV_SIMT_RING 4
+#endif
+// Whether the fused norm GEMVs (x already in shared memory) take the ring too. Off: their
+// ring's registers raised the Llama megakernels' spills (ptxas, 1B batch 1: 112 bytes
+// with it, 36 without, 48 with no ring at all), which slowed the attention more than the
+// ring sped up the QKV projection (RESULTS run 28). 1 turns it on, for side-by-side runs.
+#ifndef ET_GEMV_SIMT_RING_FUSED
+#define ET_GEMV_SIMT_RING_FUSED 0
 #endif
 // Whether NW weight tiles of type W hold at least 512 Ki elements at compile time: the
 // CUDA-core path's LARGE (more loads in flight on long tasks).
@@ -796,6 +832,101 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
     }
 }
 
+// Batch 1 through a ring in the arena: each lane copies its 16-byte parts of the warp's
+// rows into slots of its own by cp.async (two parts a lane a piece: 1 KB a warp, the
+// matrices' parts side by side for a pair) and reads them back after `cp.async.wait_group`,
+// S - 1 pieces in flight across row ends. No registers hold loads in flight and no barrier
+// is needed (a lane reads only its own copies). On the H200 this streams 12-13% faster
+// than the registers' U = 4 on 96-256 KB tasks at one CTA an SM (RESULTS run 28's probe);
+// the LM head's long tasks keep the registers' U = 8 (LARGE), which the ring did not beat.
+// `ring`: warps x S x 1 KB of the arena, 16-byte aligned.
+// ET_GEMV_SIMT_RING_NOINLINE compiles the ring as a function of its own (its registers
+// allocated apart from the megakernel's other ops), for side-by-side runs.
+#ifdef ET_GEMV_SIMT_RING_NOINLINE
+#define ET_GEMV_SIMT_RING_INLINE __noinline__
+#else
+#define ET_GEMV_SIMT_RING_INLINE __forceinline__
+#endif
+template <int NW, bool XS, class E>
+__device__ ET_GEMV_SIMT_RING_INLINE void matvec_simt_ring(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                                 const et::bf16* x, et::bf16* xstage, int N, int K, uint4* ring,
+                                                 E& epi) {
+    constexpr int S = ET_GEMV_SIMT_RING, PM = 2 / NW; // 16-byte parts per matrix per piece
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    // x in global memory (another SM's output, an L2 round trip) is copied into `xstage`
+    // first, one group that the ring's first pieces follow: read from L1 per piece, its
+    // misses cost the ring the time it saves (RESULTS run 28)
+    if constexpr (!XS) {
+        for (int e = threadIdx.x * 8; e < K; e += blockDim.x * 8)
+            et::cp_async16(xstage + e, x + e, K - e >= 8 ? 16u : 2u * (K - e));
+        et::cp_async_commit();
+    }
+    const et::bf16* const xs = XS ? x : xstage;
+    const int ppr = (K + 256 * PM - 1) / (256 * PM), pieces = warp < N ? ((N - 1 - warp) / warps + 1) * ppr : 0;
+    uint4* const mine = ring + warp * (S * 64) + lane; // slot s, part v: mine[s * 64 + v * 32]
+    // piece p of the warp's stream: row warp + (p / ppr) * warps, columns from (p % ppr) * 256 * PM
+    int irow = 0, ipiece = 0;
+    const auto issue = [&](int p) {
+        uint4* const dst = mine + (p % S) * 64;
+#pragma unroll
+        for (int j = 0; j < NW; ++j) {
+            const et::bf16* const row = w[j] + (long long)(warp + irow * warps) * ws0[j];
+#pragma unroll
+            for (int v = 0; v < PM; ++v) {
+                const int kk = ipiece * 256 * PM + v * 256 + lane * 8;
+                const int n = K - kk;
+                et::cp_async16(dst + (j * PM + v) * 32, n > 0 ? row + kk : row, n >= 8 ? 16u : (n > 0 ? 2u * n : 0u));
+            }
+        }
+        if (++ipiece == ppr) {
+            ipiece = 0;
+            ++irow;
+        }
+    };
+#pragma unroll
+    for (int p = 0; p < S - 1; ++p) {
+        if (p < pieces) issue(p);
+        et::cp_async_commit();
+    }
+    if constexpr (!XS) {
+        // the x group is older than the ring's: landed, then visible to every thread
+        et::cp_async_wait<S - 1>();
+        __syncthreads();
+    }
+    float acc[NW];
+#pragma unroll
+    for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
+    int r = warp, c = 0;
+    for (int p = 0; p < pieces; ++p) {
+        if (p + S - 1 < pieces) issue(p + S - 1);
+        et::cp_async_commit();
+        et::cp_async_wait<S - 1>();
+        const uint4* const src = mine + (p % S) * 64;
+#pragma unroll
+        for (int v = 0; v < PM; ++v) {
+            const uint4 xv = xload<true>(xs, c * 256 * PM + v * 256 + lane * 8, K, 1, true);
+#pragma unroll
+            for (int j = 0; j < NW; ++j) acc[j] += dot8(src[(j * PM + v) * 32], xv);
+        }
+        if (++c == ppr) {
+            const float a0 = et::warp_sum(acc[0]);
+            const float a1 = NW > 1 ? et::warp_sum(acc[NW - 1]) : 0.0f;
+            if (lane == 0) epi(0, r, a0, a1);
+#pragma unroll
+            for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
+            c = 0;
+            r += warps;
+        }
+    }
+}
+
+// The batch-1 ring's bytes for the CTA (`SIMT_RING_BYTES` in gemv.rs reserves them for 16
+// warps and 4 steps).
+__device__ __forceinline__ unsigned int matvec_simt_ring_bytes() {
+    return (blockDim.x >> 5) * (unsigned int)ET_GEMV_SIMT_RING * 1024u;
+}
+// The bytes of x's row staged in the arena before the ring (`simt_x_bytes` in gemv.rs).
+__device__ constexpr unsigned int matvec_simt_x_bytes(int K) { return ((unsigned int)(K + 7) / 8u * 16u + 127u) / 128u * 128u; }
 
 // SB is x's batch extent when known at compile time (`static_extent<0>()`, every
 // megakernel's case): the fragments and loops are then sized to it; with SB = -1 one
@@ -848,11 +979,27 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
             if (ET_GEMV_XSTAGE) xring = ring + (blockDim.x >> 5) * ET_GEMV_RING * 64;
         }
     }
+    // batch 1 through the cp.async ring where the arena holds it after what is in use (the
+    // record, or the rows a fused norm staged), the rows take 16-byte copies and no
+    // prefetch left rows in the arena
+    // (x's row is copied to the arena after the record first where a fused norm did not
+    // stage it)
+    uint4* simt_ring = nullptr;
+    et::bf16* const simt_x = reinterpret_cast<et::bf16*>(smem + 128u);
+    if (!LARGE && ET_GEMV_SIMT_RING >= 2 && (!XS || ET_GEMV_SIMT_RING_FUSED) && batch == 1 && !prefetched && wv) {
+        const unsigned int used = XS ? (unsigned int)(reinterpret_cast<const unsigned char*>(x + xs0) - smem)
+                                     : 128u + matvec_simt_x_bytes(K);
+        const unsigned int at = (used + 127u) & ~127u;
+        if (at + matvec_simt_ring_bytes() <= et::arena_capacity()) simt_ring = reinterpret_cast<uint4*>(smem + at);
+    }
     if (batch >= 1 && N >= 1) {
         if constexpr (SB == 1) {
-            matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
+            if (simt_ring) matvec_simt_ring<NW, XS>(w, ws0, x, simt_x, N, K, simt_ring, epi);
+            else matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
         } else {
-            if (SB == -1 && batch == 1)
+            if (SB == -1 && batch == 1 && simt_ring)
+                matvec_simt_ring<NW, XS>(w, ws0, x, simt_x, N, K, simt_ring, epi);
+            else if (SB == -1 && batch == 1)
                 matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
             else
                 matvec_mma<NW, NBM, XS, KINDS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, ring, xring,
@@ -1153,9 +1300,10 @@ mod tests {
                         assert!(bytes <= ARENA_CAP, "{what}: {bytes} bytes");
                         let sums = if batch > 1 { mats * p.splits * batch * p.row_stride * 4 } else { 0 };
                         assert_eq!(bytes, sums, "{what}");
+                        let sized = PREFETCH_RECORD + bytes + ring_bytes(batch);
                         assert_eq!(
                             arena_bytes(&[rows, k], &[batch, k], mats),
-                            PREFETCH_RECORD + bytes + ring_bytes(batch)
+                            sized.max(PREFETCH_RECORD + simt_x_bytes(k) + SIMT_RING_BYTES)
                         );
                     }
                 }
@@ -1181,6 +1329,14 @@ mod tests {
             arena_bytes(w, &[17, 4104], 1),
             PREFETCH_RECORD + partial_bytes(w, &[17, 4104], 1) + 64 * 1024 + 4 * 2 * 24 * 64
         );
+        // batch 1 takes the record, x's row (4104 elements: 8208 bytes, to 8320 for the
+        // ring's alignment) and the cp.async ring, and so does every batch whose own plan
+        // needs less (an arena sized at a symbolic batch's maximum holds batch 1's)
+        assert_eq!(arena_bytes(w, &[1, 4104], 1), PREFETCH_RECORD + 8320 + 64 * 1024);
+        assert_eq!(arena_bytes(&[16, 256], &[2, 256], 1), PREFETCH_RECORD + 512 + SIMT_RING_BYTES);
+        for batch in 1..=64 {
+            assert!(arena_bytes(w, &[batch, 4104], 2) >= arena_bytes(w, &[1, 4104], 2), "batch {batch}");
+        }
         // extents of the wrong rank (a contract error elsewhere) declare nothing
         assert_eq!(arena_bytes(&[72], x, 1), 0);
         assert_eq!(matvec_prefetch::smem(&[w, &[]]), prefetch_bytes(w, 1));
