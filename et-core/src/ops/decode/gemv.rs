@@ -840,25 +840,23 @@ __device__ __forceinline__ void matvec_simt(const et::bf16* const (&w)[NW], cons
 // than the registers' U = 4 on 96-256 KB tasks at one CTA an SM (RESULTS run 28's probe);
 // the LM head's long tasks keep the registers' U = 8 (LARGE), which the ring did not beat.
 // `ring`: warps x S x 1 KB of the arena, 16-byte aligned.
-// ET_GEMV_SIMT_RING_NOINLINE compiles the ring as a function of its own (its registers
-// allocated apart from the megakernel's other ops), for side-by-side runs.
-#ifdef ET_GEMV_SIMT_RING_NOINLINE
-#define ET_GEMV_SIMT_RING_INLINE __noinline__
-#else
-#define ET_GEMV_SIMT_RING_INLINE __forceinline__
-#endif
+// Copies the eight bf16 of `row` from k (zero at or past n) to `dst` by cp.async.
+__device__ __forceinline__ void cp_async8(void* dst, const et::bf16* row, int k, int n) {
+    const int left = n - k;
+    et::cp_async16(dst, left > 0 ? row + k : row, left >= 8 ? 16u : (left > 0 ? 2u * left : 0u));
+}
 template <int NW, bool XS, class E>
-__device__ ET_GEMV_SIMT_RING_INLINE void matvec_simt_ring(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+__device__ __forceinline__ void matvec_simt_ring(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                                  const et::bf16* x, et::bf16* xstage, int N, int K, uint4* ring,
                                                  E& epi) {
+    static_assert(NW == 1 || NW == 2, "matvec_simt_ring: one weight tile, or gate and up");
     constexpr int S = ET_GEMV_SIMT_RING, PM = 2 / NW; // 16-byte parts per matrix per piece
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     // x in global memory (another SM's output, an L2 round trip) is copied into `xstage`
     // first, one group that the ring's first pieces follow: read from L1 per piece, its
     // misses cost the ring the time it saves (RESULTS run 28)
     if constexpr (!XS) {
-        for (int e = threadIdx.x * 8; e < K; e += blockDim.x * 8)
-            et::cp_async16(xstage + e, x + e, K - e >= 8 ? 16u : 2u * (K - e));
+        for (int e = threadIdx.x * 8; e < K; e += blockDim.x * 8) cp_async8(xstage + e, x, e, K);
         et::cp_async_commit();
     }
     const et::bf16* const xs = XS ? x : xstage;
@@ -872,11 +870,7 @@ __device__ ET_GEMV_SIMT_RING_INLINE void matvec_simt_ring(const et::bf16* const 
         for (int j = 0; j < NW; ++j) {
             const et::bf16* const row = w[j] + (long long)(warp + irow * warps) * ws0[j];
 #pragma unroll
-            for (int v = 0; v < PM; ++v) {
-                const int kk = ipiece * 256 * PM + v * 256 + lane * 8;
-                const int n = K - kk;
-                et::cp_async16(dst + (j * PM + v) * 32, n > 0 ? row + kk : row, n >= 8 ? 16u : (n > 0 ? 2u * n : 0u));
-            }
+            for (int v = 0; v < PM; ++v) cp_async8(dst + (j * PM + v) * 32, row, ipiece * 256 * PM + v * 256 + lane * 8, K);
         }
         if (++ipiece == ppr) {
             ipiece = 0;
@@ -926,7 +920,9 @@ __device__ __forceinline__ unsigned int matvec_simt_ring_bytes() {
     return (blockDim.x >> 5) * (unsigned int)ET_GEMV_SIMT_RING * 1024u;
 }
 // The bytes of x's row staged in the arena before the ring (`simt_x_bytes` in gemv.rs).
-__device__ constexpr unsigned int matvec_simt_x_bytes(int K) { return ((unsigned int)(K + 7) / 8u * 16u + 127u) / 128u * 128u; }
+__device__ constexpr unsigned int matvec_simt_x_bytes(int K) {
+    return ((unsigned int)(K + 7) / 8u * 16u + 127u) / 128u * 128u;
+}
 
 // SB is x's batch extent when known at compile time (`static_extent<0>()`, every
 // megakernel's case): the fragments and loops are then sized to it; with SB = -1 one
@@ -979,11 +975,10 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
             if (ET_GEMV_XSTAGE) xring = ring + (blockDim.x >> 5) * ET_GEMV_RING * 64;
         }
     }
-    // batch 1 through the cp.async ring where the arena holds it after what is in use (the
-    // record, or the rows a fused norm staged), the rows take 16-byte copies and no
-    // prefetch left rows in the arena
-    // (x's row is copied to the arena after the record first where a fused norm did not
-    // stage it)
+    // Batch 1 goes through the cp.async ring where the rows take 16-byte copies, no prefetch
+    // left rows in the arena, and the arena holds the ring after what is in use: the
+    // record and x's row, which the ring copies in after the record (or the row a fused
+    // norm staged there).
     uint4* simt_ring = nullptr;
     et::bf16* const simt_x = reinterpret_cast<et::bf16*>(smem + 128u);
     if (!LARGE && ET_GEMV_SIMT_RING >= 2 && (!XS || ET_GEMV_SIMT_RING_FUSED) && batch == 1 && !prefetched && wv) {
