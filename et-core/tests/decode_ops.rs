@@ -462,7 +462,7 @@ fn call_error(op: &et_core::TileOp, extents: &[&[usize]]) -> String {
 
 #[test]
 fn contract_violations_name_the_op_and_the_extents() {
-    let cases: [(&et_core::TileOp, &[&[usize]], &str); 14] = [
+    let cases: [(&et_core::TileOp, &[&[usize]], &str); 17] = [
         (&matvec::OP, &[&[64, 4096], &[1, 4095], &[1, 64]], "as many columns as w"),
         (&matvec::OP, &[&[64, 4096], &[65, 4096], &[65, 64]], "batch"),
         (&matvec_residual::OP, &[&[64, 32], &[2, 32], &[2, 63], &[2, 64]], "residual"),
@@ -474,6 +474,11 @@ fn contract_violations_name_the_op_and_the_extents() {
         (&rope_llama3::OP, &[&[4, 127], &[1], &[], &[], &[], &[], &[]], "even"),
         (&kv_append::OP, &[&[4, 128], &[1], &[4, 1024, 64]], "cache must be"),
         (
+            &attention_kv_append::OP,
+            &[&[1, 1280], &[1], &[1, 64], &[3, 1024, 64], &[3, 1024, 64]],
+            "each of kc's KV heads",
+        ),
+        (
             &attention_partial::OP,
             &[&[4, 96], &[1, 64, 96], &[1, 64, 96], &[1], &[], &[], &[4, 96], &[4, 2]],
             "64 or 128",
@@ -481,6 +486,16 @@ fn contract_violations_name_the_op_and_the_extents() {
         (&attention_partial::OP, &[&[9, 64], &[1, 64, 64], &[1, 64, 64], &[1], &[], &[], &[9, 64], &[9, 2]], "1 to 8"),
         (&attention_merge::OP, &[&[30, 64], &[30, 2], &[4, 64]], "whole chunks"),
         (&argmax_partial::OP, &[&[2, 4008], &[], &[2, 1], &[3, 1]], "index must be"),
+        (
+            &attention_merge_matvec_residual::OP,
+            &[&[16, 2048], &[250, 64], &[250, 2], &[], &[1, 16], &[1, 16]],
+            "S pieces of every query head",
+        ),
+        (
+            &attention_merge_matvec_residual::OP,
+            &[&[16, 2000], &[256, 64], &[256, 2], &[], &[1, 16], &[1, 16]],
+            "whole heads",
+        ),
     ];
     for (op, extents, why) in cases {
         let m = call_error(op, extents);
@@ -494,6 +509,10 @@ fn contract_violations_name_the_op_and_the_extents() {
         Ok(())
     );
     assert_eq!(embed::contract(&[&[128256, 4096], &[16], &[16, 4096]]), Ok(()));
+    assert_eq!(
+        attention_merge_matvec_residual::contract(&[&[16, 2048], &[256, 64], &[256, 2], &[], &[1, 16], &[1, 16]]),
+        Ok(())
+    );
     assert_eq!(elementwise_add::contract(&[&[2, 8], &[2, 8], &[2, 7]]), Err("a, b and out must have the same extents"));
     assert!(elementwise_scale::contract(&[&[2, 8], &[], &[8, 2]]).is_err());
     assert!(reduce_split_residual::contract(&[&[4, 2, 64], &[2, 63], &[2, 64]]).is_err());
@@ -538,5 +557,141 @@ fn the_simt_attention_ops_take_what_their_tensor_core_forms_take() {
         assert!(
             simt.cuda.contains(&format!("void {}(", simt.name)) && !simt.cuda.contains(&format!("void {}(", tc.name))
         );
+    }
+}
+
+/// Split-KV pieces as the split ops leave them for `batch` sequences of `nkv` KV heads of
+/// `g` query heads, `s` pieces each: random unnormalised outputs, maxima in [-4, 4], sums
+/// in (0, 8], and every fifth piece empty (max -inf, sum 0, output 0).
+fn random_pieces(batch: usize, nkv: usize, g: usize, d: usize, s: usize, seed: u64) -> (Tensor<f32>, Tensor<f32>) {
+    let rows = batch * nkv * s * g;
+    let mut o = Tensor::<f32>::random(&[rows, d], seed);
+    let u = Tensor::<f32>::random(&[rows, 2], seed + 1);
+    let mut ml = Vec::with_capacity(rows * 2);
+    for r in 0..rows {
+        let piece = r / g;
+        if piece % 5 == 4 {
+            ml.extend([f32::NEG_INFINITY, 0.0]);
+            (0..d).for_each(|i| o.set(&[r, i], 0.0));
+        } else {
+            ml.extend([4.0 * u.get(&[r, 0]), 4.0 * (u.get(&[r, 1]) + 1.0) + 1e-3]);
+        }
+    }
+    (o, Tensor::from_vec(&[rows, 2], ml).unwrap())
+}
+
+#[test]
+fn merge_fused_output_projection_matches_f64_and_the_two_ops_it_fuses() {
+    // (batch, KV heads, query heads per KV head, head dim, pieces, weight rows): Llama's
+    // 1B step, odd head counts and dims, one piece, more pieces than a round of eight
+    let shapes = [(1, 8, 4, 64, 8, 16), (3, 2, 3, 72, 5, 20), (2, 4, 1, 128, 1, 9), (9, 1, 2, 8, 11, 33)];
+    for (seed, (b, nkv, g, d, s, n)) in shapes.into_iter().enumerate() {
+        let seed = 900 + 10 * seed as u64;
+        let k = nkv * g * d;
+        let (o, ml) = random_pieces(b, nkv, g, d, s, seed);
+        let w = Tensor::<bf16>::random(&[n, k], seed + 2);
+        let r = Tensor::<bf16>::random(&[b, n], seed + 3);
+        // f64: each head's merge (rounded to bf16, as the step stores it), then the GEMV
+        let mut x = vec![0f64; b * k];
+        for bi in 0..b {
+            for hq in 0..nkv * g {
+                let rows: Vec<usize> = (0..s)
+                    .map(|c| ((bi * nkv + hq / g) * s + c) * g + hq % g)
+                    .filter(|&r| ml.get(&[r, 1]) > 0.0)
+                    .collect();
+                let mx = rows.iter().map(|&r| ml.get(&[r, 0]) as f64).fold(f64::NEG_INFINITY, f64::max);
+                let den: f64 = rows.iter().map(|&r| (ml.get(&[r, 0]) as f64 - mx).exp() * ml.get(&[r, 1]) as f64).sum();
+                for i in 0..d {
+                    let num: f64 =
+                        rows.iter().map(|&r| (ml.get(&[r, 0]) as f64 - mx).exp() * o.get(&[r, i]) as f64).sum();
+                    x[bi * k + hq * d + i] =
+                        if den > 0.0 { bf16::from_f32((num / den) as f32).to_f32() as f64 } else { 0.0 };
+                }
+            }
+        }
+        let want: Vec<f64> = (0..b)
+            .flat_map(|bi| (0..n).map(move |j| (bi, j)))
+            .map(|(bi, j)| f(&r, &[bi, j]) + (0..k).map(|p| x[bi * k + p] * f(&w, &[j, p])).sum::<f64>())
+            .collect();
+        let mut y = Tensor::<bf16>::poisoned(&[b, n]);
+        let (ro, rml, rw, rr) = (o.raw(), ml.raw(), w.raw(), r.raw());
+        attention_merge_matvec_residual::<bf16>(rd(&rw), rd(&ro), rd(&rml), g as i64, rd(&rr), wr(&y.raw_mut()));
+        let what = format!("batch {b}, {nkv} x {g} heads of {d}, {s} pieces");
+        assert_close(&what, &as_f32(&y), &want, 2e-2);
+        // the same values as attention_merge per KV head, then matvec_residual
+        let mut attn = Tensor::<bf16>::poisoned(&[b, k]);
+        {
+            let (ra, rml) = (attn.raw_mut(), ml.raw());
+            // SAFETY: live host tensors of this test, each written only through its view.
+            let at = unsafe { OutTensor::<bf16>::bind(&ra) };
+            // SAFETY: live host tensors that nothing writes meanwhile.
+            let (ot, mlt) = unsafe { (InTensor::<f32>::bind(&ro), InTensor::<f32>::bind(&rml)) };
+            for bi in 0..b {
+                for kv in 0..nkv {
+                    let piece = (bi * nkv + kv) as i64;
+                    attention_merge::<bf16>(
+                        ot.tile([piece, 0], [s * g, d]),
+                        mlt.tile([piece, 0], [s * g, 2]),
+                        at.tile_mut([bi as i64, kv as i64], [1, g * d]),
+                    );
+                }
+            }
+        }
+        let mut y2 = Tensor::<bf16>::poisoned(&[b, n]);
+        matvec_residual::<bf16>(rd(&rw), rd(&attn.raw()), rd(&rr), wr(&y2.raw_mut()));
+        assert_eq!(y.as_slice(), y2.as_slice(), "{what}: the fused op against merge then matvec_residual");
+    }
+}
+
+#[test]
+fn a_group_count_that_does_not_divide_the_heads_merges_to_zeros() {
+    let (o, ml) = random_pieces(1, 3, 2, 8, 2, 77);
+    let (w, r) = (Tensor::<bf16>::random(&[4, 48], 78), Tensor::<bf16>::random(&[1, 4], 79));
+    let mut y = Tensor::<bf16>::poisoned(&[1, 4]);
+    attention_merge_matvec_residual::<bf16>(
+        rd(&w.raw()),
+        rd(&o.raw()),
+        rd(&ml.raw()),
+        5,
+        rd(&r.raw()),
+        wr(&y.raw_mut()),
+    );
+    assert_eq!(y.as_slice(), r.as_slice(), "x = 0: y is the residual");
+}
+
+#[test]
+fn a_kv_append_of_several_heads_is_the_append_of_each_head() {
+    // (KV heads, query heads per KV head, head dim, position)
+    for (seed, (heads, g, d, pos)) in [(3, 4, 64, 17), (2, 1, 128, 0), (8, 4, 64, 1023)].into_iter().enumerate() {
+        let seed = 1000 + 10 * seed as u64;
+        let (cap, row) = (1024, (g + 2) * d);
+        let qkv = Tensor::<bf16>::random(&[1, heads * row], seed);
+        let (kc, vc) =
+            (Tensor::<bf16>::random(&[heads, cap, d], seed + 1), Tensor::<bf16>::random(&[heads, cap, d], seed + 2));
+        let p = Tensor::from_vec(&[1], vec![pos as i32]).unwrap();
+        let mut cs = Tensor::<f32>::poisoned(&[1, d]);
+        rope_table(rd(&p.raw()), 500000.0, 8.0, 1.0, 4.0, 8192.0, wr(&cs.raw_mut()));
+        let (mut k_all, mut v_all) = (kc.clone(), vc.clone());
+        attention_kv_append(rd(&qkv.raw()), rd(&p.raw()), rd(&cs.raw()), wr(&k_all.raw_mut()), wr(&v_all.raw_mut()));
+        let (mut k_one, mut v_one) = (kc.clone(), vc.clone());
+        {
+            let (rq, rk, rv) = (qkv.raw(), k_one.raw_mut(), v_one.raw_mut());
+            // SAFETY: live host tensors of this test, each written only through its view.
+            let (kt, vt) = unsafe { (OutTensor::<bf16>::bind(&rk), OutTensor::<bf16>::bind(&rv)) };
+            // SAFETY: a live host tensor that nothing writes meanwhile.
+            let qt = unsafe { InTensor::<bf16>::bind(&rq) };
+            for h in 0..heads {
+                attention_kv_append(
+                    qt.tile([0, h as i64], [1, row]),
+                    rd(&p.raw()),
+                    rd(&cs.raw()),
+                    kt.tile_mut([h as i64, 0, 0], [1, cap, d]),
+                    vt.tile_mut([h as i64, 0, 0], [1, cap, d]),
+                );
+            }
+        }
+        assert_eq!(k_all.as_slice(), k_one.as_slice(), "{heads} heads of {g} x {d}: keys");
+        assert_eq!(v_all.as_slice(), v_one.as_slice(), "{heads} heads of {g} x {d}: values");
+        assert_ne!(k_all.as_slice(), kc.as_slice(), "{heads} heads of {g} x {d}: the append wrote the keys");
     }
 }

@@ -5,8 +5,8 @@ use et_core::Kernel;
 use et_core::TileOp;
 use et_core::graph::DimKind;
 use et_core::ops::{
-    attention_rope_heads, attention_rope_heads_simt, attention_rope_split, attention_rope_split_lazy,
-    attention_rope_split_lazy_simt,
+    attention_merge_matvec_residual, attention_rope_heads, attention_rope_heads_simt, attention_rope_split,
+    attention_rope_split_lazy, attention_rope_split_lazy_simt,
 };
 use llama::{LlamaConfig, Stamp};
 
@@ -46,6 +46,9 @@ pub struct Shape {
     /// The KV heads of one attention task when the stamp takes `attention = heads(..)`
     /// (`attention_rope_heads`: whole caches, no merge); `None` for split-KV pieces.
     pub attention_heads: Option<usize>,
+    /// The output projection merges the split-KV pieces itself (`attention = merged(..)`:
+    /// `attention_merge_matvec_residual`, no merge task).
+    pub merged_o: bool,
 }
 
 /// The ops a `decode_step!` stamp's attention tasks may call: split-KV pieces, or whole
@@ -106,6 +109,7 @@ impl Shape {
                 true => Some(dim("H")?),
                 false => None,
             },
+            merged_o: kernel.cuda.ops.iter().any(|op| op.name == attention_merge_matvec_residual::OP.name),
         })
     }
 

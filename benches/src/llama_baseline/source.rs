@@ -13,8 +13,8 @@ use std::fmt::Write;
 
 use et_core::TileOp;
 use et_core::ops::{
-    argmax_merge, argmax_partial, attention_kv_append, attention_merge, embed, matvec, matvec_residual, matvec_silu,
-    rms_norm, rms_norm_matvec, rms_norm_matvec_silu, rope_table,
+    argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_merge_matvec_residual, embed, matvec,
+    matvec_residual, matvec_silu, rms_norm, rms_norm_matvec, rms_norm_matvec_silu, rope_table,
 };
 
 use super::shape::Shape;
@@ -247,7 +247,7 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                 h, attention.name
             ),
         )],
-        None => vec![st(
+        None => [st(
             "chunk",
             attention,
             b * nkv * s.s,
@@ -303,6 +303,9 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                                                 T3(et::bf16, 1, P, D, kc, P, D, head, 0, 0),
                                                 T3(et::bf16, 1, P, D, vc, P, D, head, 0, 0));",
         )]
+        .into_iter()
+        .filter(|stage| !(s.merged_o && stage.kernel == "bl_merge"))
+        .collect(),
     };
     // the norm and the GEMV that reads it: two stages, or one fused stage
     let normed = |norm: Stage, gemv: Stage, fused: Stage| if s.fused_norms { vec![fused] } else { vec![norm, gemv] };
@@ -364,17 +367,34 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
                                                  T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
         )),
         attention_stages,
-        vec![st(
-            "o_proj",
-            &matvec_residual::OP,
-            s.ot,
-            true,
-            &[Layer, B(Buf::Wo), B(Buf::Attn), B(Buf::Hs), B(Buf::Hm)],
-            e(&[&[s.no, heads], &[b, heads], &[b, s.no], &[b, s.no]]),
-            "op_matvec_residual::matvec_residual(T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0),
+        vec![if s.merged_o {
+            // the merge of the pieces inside the projection, as the stamp runs it
+            let pieces = b * nkv * s.s * g;
+            st(
+                "o_proj",
+                &attention_merge_matvec_residual::OP,
+                s.ot,
+                true,
+                &[Layer, B(Buf::Wo), B(Buf::Po), B(Buf::Pml), B(Buf::Hs), B(Buf::Hm)],
+                e(&[&[s.no, heads], &[pieces, d], &[pieces, 2], &[], &[b, s.no], &[b, s.no]]),
+                "op_attention_merge_matvec_residual::attention_merge_matvec_residual(
+        T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0), T2(float, B * NKV * S * G, D, po, D, l, 0),
+        T2(float, B * NKV * S * G, 2, pml, 2, l, 0), (long long)G, T2(et::bf16, B, NO, hs, HD, l, blk),
+        T2(et::bf16, B, NO, hm, HD, l, blk));",
+            )
+        } else {
+            st(
+                "o_proj",
+                &matvec_residual::OP,
+                s.ot,
+                true,
+                &[Layer, B(Buf::Wo), B(Buf::Attn), B(Buf::Hs), B(Buf::Hm)],
+                e(&[&[s.no, heads], &[b, heads], &[b, s.no], &[b, s.no]]),
+                "op_matvec_residual::matvec_residual(T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0),
                                                  T2(et::bf16, B, NKV * G * D, attn, NKV * G * D, l, 0),
                                                  T2(et::bf16, B, NO, hs, HD, l, blk), T2(et::bf16, B, NO, hm, HD, l, blk));",
-        )],
+            )
+        }],
         normed(st(
             "norm2",
             &rms_norm::OP,

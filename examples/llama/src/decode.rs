@@ -1,10 +1,10 @@
 //! The decode step of every layer as ONE megakernel.
 //!
 //! One launch reads a token per sequence and its position, runs the embedding lookup, all
-//! `L` layers (RMSNorm → fused QKV GEMV → RoPE, KV append and split-KV GQA attention in
-//! one task per KV chunk → chunk merge → output projection + residual → RMSNorm → gate/up GEMV + SiLU → down projection +
-//! residual), the final norm, the LM head and a split argmax, and writes the logits and
-//! the next token of every sequence.
+//! `L` layers (RMSNorm → fused QKV GEMV → RoPE and split-KV GQA attention in one task per
+//! KV chunk → chunk merge → output projection + residual → RMSNorm → gate/up GEMV + SiLU →
+//! down projection + residual, and the KV append), the final norm, the LM head and a split
+//! argmax, and writes the logits and the next token of every sequence.
 //!
 //! **The layer loop is in the tile domain.** Every per-layer group has the layer `l` as
 //! its first tile index over the stacked `[L, ..]` weights (flattened to the ranks the ops
@@ -18,8 +18,9 @@
 //! of one KV head waits the QKV row tiles of that head's slice (`qd[l, k·RT .. k·RT + RT]`)
 //! and applies RoPE to its queries and key itself (redundantly per chunk, which costs less
 //! than a task and a hop between the projection and the chunks), a merge waits its head's
-//! chunks; a norm waits for every tile of its input row, because it reads the whole
-//! hidden vector (exact, not a stage barrier).
+//! chunks (or, with `attention = merged(..)`, every output-projection task merges all of
+//! its layer's pieces itself: one stage and one hop fewer); a norm waits for every tile of
+//! its input row, because it reads the whole hidden vector (exact, not a stage barrier).
 //!
 //! **Norms inside the GEMVs at small batches.** With `norms = fused(..)` each GEMV task
 //! after a norm (QKV, gate/up, the LM head) waits for the whole residual row and
@@ -60,7 +61,10 @@ use et_core::prelude::*;
 /// `attention_rope_split`, or `attention_rope_split_lazy` (a fold of fewer instructions
 /// for long pieces: from batch 8 on, RESULTS run 22; `attention_rope_split_lazy_simt`, the
 /// same on the CUDA cores), and a merge task per KV head, which
-/// also appends the key and value. `attention = heads(op, H = h, KH = k)` (with `S = 1`)
+/// also appends the key and value. `attention = merged(op)` runs the same pieces without
+/// merge tasks: each output-projection task merges all of its layer's pieces into its
+/// arena (`attention_merge_matvec_residual`) and a task per sequence appends the keys and
+/// values, off the critical path. `attention = heads(op, H = h, KH = k)` (with `S = 1`)
 /// runs it in whole heads, `h` KV heads a task (`k` tasks per sequence, `h · k = NKV`),
 /// through `op`, `attention_rope_heads` or `attention_rope_heads_simt` (its fold on the
 /// CUDA cores): RoPE, the whole cache, the normalised output and the append in one task,
@@ -81,7 +85,7 @@ macro_rules! decode_step {
      V = $v:literal, S = $s:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
      NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
-     scale = $scale:tt, attention = $(split($attention:ident))? $(heads($heads_op:ident, H = $h:literal, KH = $kh:literal))?,
+     scale = $scale:tt, attention = $(split($attention:ident))? $(merged($merged_op:ident))? $(heads($heads_op:ident, H = $h:literal, KH = $kh:literal))?,
      norms = $(tasks($norm1:ident, $norm2:ident, $norm_final:ident))? $(fused($qkv_normed:ident, $mlp_normed:ident, $head_normed:ident))?) => {
         const _: () = assert!(
             $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
@@ -135,7 +139,6 @@ macro_rules! decode_step {
             let h = event!([L + 1, DT]);
             let qd = event!([L, QT]);
             let turned = event!([B]);
-            let merged = event!([L]);
             let od = event!([L]);
             let md = event!([L]);
             let chosen = event!([1]);
@@ -180,6 +183,7 @@ macro_rules! decode_step {
             $(
             // S pieces per KV head, merged by a task per KV head, which also appends
             let parts = event!([L, B, NKV]);
+            let merged = event!([L]);
             tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
                 wait!(turned[b]);
                 wait!(qd[l, k * RT .. k * RT + RT]);
@@ -214,9 +218,66 @@ macro_rules! decode_step {
                     vc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
                 );
             });
+            tile!(o_proj[l, r] in [L, OT] {
+                wait!(merged[l]);
+                matvec_residual(
+                    wo.tile([l * OT + r, 0], [NO, NKV * G * D]),
+                    attn.tile([l, 0], [B, NKV * G * D]),
+                    hs.tile([l, r], [B, NO]),
+                    hm.tile([l, r], [B, NO]),
+                );
+                signal!(od[l]);
+            });
+            )?
+            $(
+            // S pieces per KV head, merged by every output-projection task itself (no merge
+            // task, no hop between the merge and the projection); a task per sequence appends
+            // the keys and values once every piece has read the cache, off the critical path
+            // (one task, not one per KV head: with the projection's tiles they fit the SMs)
+            let pieces = event!([L]);
+            tile!(chunk[l, b, k, c] in [L, B, NKV, S] {
+                wait!(turned[b]);
+                wait!(qd[l, k * RT .. k * RT + RT]);
+                $merged_op(
+                    qkv.tile([l * B + b, k], [1, (G + 2) * D]),
+                    pos.tile([b], [1]),
+                    rope.tile([b, 0], [1, D]),
+                    c,
+                    S,
+                    $scale,
+                    kc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
+                    vc.tile([(l * B + b) * NKV + k, 0, 0], [1, P, D]),
+                    po.tile([((l * B + b) * NKV + k) * S + c, 0], [G, D]),
+                    pml.tile([((l * B + b) * NKV + k) * S + c, 0], [G, 2]),
+                );
+                signal!(pieces[l]);
+            });
+            tile!(append[l, b] in [L, B] {
+                wait!(pieces[l]);
+                attention_kv_append(
+                    qkv.tile([l * B + b, 0], [1, NKV * (G + 2) * D]),
+                    pos.tile([b], [1]),
+                    rope.tile([b, 0], [1, D]),
+                    kc.tile([l * B + b, 0, 0], [NKV, P, D]),
+                    vc.tile([l * B + b, 0, 0], [NKV, P, D]),
+                );
+            });
+            tile!(o_proj[l, r] in [L, OT] {
+                wait!(pieces[l]);
+                attention_merge_matvec_residual(
+                    wo.tile([l * OT + r, 0], [NO, NKV * G * D]),
+                    po.tile([l, 0], [B * NKV * S * G, D]),
+                    pml.tile([l, 0], [B * NKV * S * G, 2]),
+                    G,
+                    hs.tile([l, r], [B, NO]),
+                    hm.tile([l, r], [B, NO]),
+                );
+                signal!(od[l]);
+            });
             )?
             $(
             // H KV heads per task, each in one piece: no merge
+            let merged = event!([L]);
             tile!(attend[l, b, kp] in [L, B, KH] {
                 wait!(turned[b]);
                 wait!(qd[l, kp * H * RT .. kp * H * RT + H * RT]);
@@ -231,7 +292,6 @@ macro_rules! decode_step {
                 );
                 signal!(merged[l]);
             });
-            )?
             tile!(o_proj[l, r] in [L, OT] {
                 wait!(merged[l]);
                 matvec_residual(
@@ -242,6 +302,7 @@ macro_rules! decode_step {
                 );
                 signal!(od[l]);
             });
+            )?
             $(
                 tile!($norm2[l, b] in [L, B] {
                     wait!(od[l]);
@@ -432,9 +493,12 @@ macro_rules! llama_8b {
 // At 8b's head dim 128 the tensor-core fold (RESULTS run 26) made B = 64 15% faster (KV
 // 1024; 47% at KV 8192) but B = 8 5% and B = 32 12% slower: its registers cost the GEMVs
 // of those megakernels more than the attention gained, so they take the `_simt` ops.
-// The tiny config has both forms of each, so the CPU tests check every one against the
-// reference.
-tiny!(decode_tiny_b1, B = 1, S = 8, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+// At 1b B = 1 the output projection merges the pieces itself (`merged(..)`, RESULTS run
+// 29); at B = 8 that merge re-reads 128 KB of pieces per projection task and lost, and
+// at 8b B = 1 its `S = 8` pieces (two warp steps of head dim 128) and 128 KB lost too.
+// The tiny config has every form (B = 1 merged, B = 2 whole heads and norm tasks, B = 4
+// split with merge tasks), so the CPU tests check each one against the reference.
+tiny!(decode_tiny_b1, B = 1, S = 8, attention = merged(attention_rope_split), norms = fused(qkv_proj, mlp, head));
 tiny!(
     decode_tiny_b2,
     B = 2,
@@ -442,7 +506,8 @@ tiny!(
     attention = heads(attention_rope_heads, H = 2, KH = 1),
     norms = tasks(norm1, norm2, final_norm_row)
 );
-llama_1b!(decode_1b_b1, B = 1, S = 16, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+tiny!(decode_tiny_b4, B = 4, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
+llama_1b!(decode_1b_b1, B = 1, S = 8, attention = merged(attention_rope_split), norms = fused(qkv_proj, mlp, head));
 llama_1b!(decode_1b_b8, B = 8, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
 llama_1b!(
     decode_1b_b32,

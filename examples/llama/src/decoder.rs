@@ -14,7 +14,7 @@
 use crate::config::LlamaConfig;
 use crate::decode::{
     decode_1b_b1, decode_1b_b8, decode_1b_b32, decode_1b_b64, decode_8b_b1, decode_8b_b8, decode_8b_b32, decode_8b_b64,
-    decode_tiny_b1, decode_tiny_b2,
+    decode_tiny_b1, decode_tiny_b2, decode_tiny_b4,
 };
 use crate::error::{Error, Result};
 use crate::reference::Generation;
@@ -30,6 +30,8 @@ pub enum Stamp {
     TinyB1,
     /// `tiny`, two sequences.
     TinyB2,
+    /// `tiny`, four sequences.
+    TinyB4,
     /// `llama-3.2-1b`, one sequence.
     Llama1bB1,
     /// `llama-3.2-1b`, eight sequences.
@@ -63,9 +65,10 @@ pub struct Geometry {
 
 impl Stamp {
     /// Every stamp.
-    pub const ALL: [Stamp; 10] = [
+    pub const ALL: [Stamp; 11] = [
         Stamp::TinyB1,
         Stamp::TinyB2,
+        Stamp::TinyB4,
         Stamp::Llama1bB1,
         Stamp::Llama1bB8,
         Stamp::Llama1bB32,
@@ -81,7 +84,7 @@ impl Stamp {
     pub fn geometry(self) -> Geometry {
         use Stamp::*;
         let preset = match self {
-            TinyB1 | TinyB2 => "tiny",
+            TinyB1 | TinyB2 | TinyB4 => "tiny",
             Llama1bB1 | Llama1bB8 | Llama1bB32 | Llama1bB64 => "llama-3.2-1b",
             Llama8bB1 | Llama8bB8 | Llama8bB32 | Llama8bB64 => "llama-3.1-8b",
         };
@@ -100,6 +103,7 @@ impl Stamp {
         match self {
             Stamp::TinyB1 => &decode_tiny_b1::KERNEL,
             Stamp::TinyB2 => &decode_tiny_b2::KERNEL,
+            Stamp::TinyB4 => &decode_tiny_b4::KERNEL,
             Stamp::Llama1bB1 => &decode_1b_b1::KERNEL,
             Stamp::Llama1bB8 => &decode_1b_b8::KERNEL,
             Stamp::Llama1bB32 => &decode_1b_b32::KERNEL,
@@ -473,6 +477,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         let report = match self.stamp {
             Stamp::TinyB1 => launch!(decode_tiny_b1),
             Stamp::TinyB2 => launch!(decode_tiny_b2),
+            Stamp::TinyB4 => launch!(decode_tiny_b4),
             Stamp::Llama1bB1 => launch!(decode_1b_b1),
             Stamp::Llama1bB8 => launch!(decode_1b_b8),
             Stamp::Llama1bB32 => launch!(decode_1b_b32),

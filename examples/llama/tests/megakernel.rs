@@ -1,6 +1,6 @@
 //! The decode megakernel on the CPU backend against the sequential [`Reference`]: the
 //! tiny config, every step's logits and next token, greedy generation token for token, at
-//! batch 1 and 2, under chaos (random placement, order, pops and sleeps) with several
+//! batch 1, 2 and 4 (each attention form of `decode_step!`), under chaos (random placement, order, pops and sleeps) with several
 //! seeds and both schedules. The reference rounds where the megakernel stores, and the
 //! CPU ops sum in the reference's order, so the only difference left is the split-KV
 //! attention's merge of chunk partials (f32 rounding, then an occasional bf16 ulp).
@@ -108,6 +108,17 @@ fn a_batch_of_two_different_prompts_matches_the_reference() {
         let run = dec.generate(&prompts, 6, |_, _| steps += 1).unwrap();
         assert_eq!((run.tokens, steps), (want.tokens, 4 + 6 - 1));
         assert!(max_error(&run.logits, &want.logits) <= LOGIT_TOL);
+    }
+}
+
+#[test]
+fn a_batch_of_four_in_split_pieces_with_merge_tasks_matches_the_reference() {
+    let prompts = vec![vec![5u32, 6], vec![250], vec![9, 9, 9], vec![128]];
+    for (seed, schedule) in [(11u64, ScheduleKind::Static), (12, ScheduleKind::Dynamic)] {
+        let w = tiny(seed);
+        let want = Reference::new(&w).generate(&prompts, 5).unwrap();
+        let got = side_by_side(&w, &prompts, 5, options(schedule, Some(seed)));
+        assert_eq!(got, want.tokens, "seed {seed}, {schedule:?}");
     }
 }
 

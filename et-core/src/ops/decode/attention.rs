@@ -1071,31 +1071,35 @@ fn rope_heads_reference(
 crate::tile_op! { cuda = decode_cuda!(r#"
 template <class QKV, class P, class CS, class K, class V>
 __device__ void attention_kv_append(QKV qkv, P pos, CS cs, K kc, V vc) {
-    const int D = kc.shape[2], G = qkv.shape[1] / D - 2, half = D / 2, L = kc.shape[1];
+    const int H = kc.shape[0], D = kc.shape[2], row = qkv.shape[1] / H, G = row / D - 2, half = D / 2, L = kc.shape[1];
     const int p = pos.ptr[0];
     if (p < 0 || p >= L) return;
-    for (int e = threadIdx.x; e < half; e += blockDim.x) {
-        const float a = et::to_float(qkv(0, G * D + e)), b = et::to_float(qkv(0, G * D + e + half));
+    for (int t = threadIdx.x; t < H * half; t += blockDim.x) {
+        const int h = t / half, e = t - h * half, k0 = h * row + G * D;
+        const float a = et::to_float(qkv(0, k0 + e)), b = et::to_float(qkv(0, k0 + e + half));
         const float cf = cs(0, e), sf = cs(0, e + half);
-        kc(0, p, e) = et::from_float<et::bf16>(a * cf - b * sf);
-        kc(0, p, e + half) = et::from_float<et::bf16>(b * cf + a * sf);
+        kc(h, p, e) = et::from_float<et::bf16>(a * cf - b * sf);
+        kc(h, p, e + half) = et::from_float<et::bf16>(b * cf + a * sf);
     }
-    for (int e = threadIdx.x; e < D; e += blockDim.x) vc(0, p, e) = qkv(0, (G + 1) * D + e);
+    for (int t = threadIdx.x; t < H * D; t += blockDim.x) {
+        const int h = t / D, e = t - h * D;
+        vc(h, p, e) = qkv(0, h * row + (G + 1) * D + e);
+    }
 }
 "#);
     contract {
         kc[2] == 64 || kc[2] == 128 => "the head dimension (kc's last extent) must be 64 or 128",
-        qkv[0] == 1 && qkv[1] >= 3 * kc[2] && qkv[1] % kc[2] == 0 => "qkv must be one row of query heads, a key and a value: [1, (G + 2) x kc's last extent]",
+        qkv[0] == 1 && kc[0] >= 1 && qkv[1] % (kc[0] * kc[2]) == 0 && qkv[1] / (kc[0] * kc[2]) >= 3 => "qkv must be one row of the query heads, key and value of each of kc's KV heads: [1, kc's heads x (G + 2) x kc's last extent]",
         pos[0] == 1 => "pos must be one element (the position)",
         cs[0] == 1 && cs[1] == kc[2] => "cs must be the rope table row of the position: [1, kc's last extent]",
-        kc[0] == 1 => "kc must be one KV head's cache: [1, positions, head dim]",
         vc[0] == kc[0] && vc[1] == kc[1] && vc[2] == kc[2] => "vc must have kc's extents",
     }
-    /// Appends a decode step's key and value to one KV head's cache at the run-time
-    /// position `p = pos[0]`: `qkv` is the `[1, (G + 2) · D]` row of
-    /// [`attention_rope_split`] (the `G` query heads, the key, the value); the key turns
-    /// by the rotation `cs` exactly as there and goes to `kc[0, p, :]`, the value to
-    /// `vc[0, p, :]`. A position outside `0 .. L` writes nothing.
+    /// Appends a decode step's keys and values to the caches of `H` KV heads at the
+    /// run-time position `p = pos[0]`: `qkv` is the `[1, H · (G + 2) · D]` row of those
+    /// heads, each as [`attention_rope_split`] takes it (the `G` query heads, the key, the
+    /// value); each key turns by the rotation `cs` exactly as there and goes to
+    /// `kc[h, p, :]`, each value to `vc[h, p, :]` (`kc` and `vc` are `[H, L, D]`). A
+    /// position outside `0 .. L` writes nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_kv_append(
         qkv: TileRef<'_, bf16, 2>,
@@ -1104,21 +1108,25 @@ __device__ void attention_kv_append(QKV qkv, P pos, CS cs, K kc, V vc) {
         mut kc: TileMut<'_, bf16, 3>,
         mut vc: TileMut<'_, bf16, 3>,
     ) {
-        let d = kc.shape()[2];
-        let g = qkv.shape()[1] / d - 2;
+        let [heads, positions, d] = kc.shape();
+        let row = qkv.shape()[1] / heads;
+        let g = row / d - 2;
         let p = pos.get([0]);
-        if p < 0 || p as usize >= kc.shape()[1] {
+        if p < 0 || p as usize >= positions {
             return;
         }
         let at = p as usize;
-        for e in 0..d / 2 {
-            let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
-            let (a, b) = (qkv.get([0, g * d + e]).to_f32(), qkv.get([0, g * d + e + d / 2]).to_f32());
-            kc.set([0, at, e], bf16::from_f32(a * co - b * s));
-            kc.set([0, at, e + d / 2], bf16::from_f32(b * co + a * s));
-        }
-        for e in 0..d {
-            vc.set([0, at, e], qkv.get([0, (g + 1) * d + e]));
+        for h in 0..heads {
+            let (k0, v0) = (h * row + g * d, h * row + (g + 1) * d);
+            for e in 0..d / 2 {
+                let (co, s) = (cs.get([0, e]), cs.get([0, e + d / 2]));
+                let (a, b) = (qkv.get([0, k0 + e]).to_f32(), qkv.get([0, k0 + e + d / 2]).to_f32());
+                kc.set([h, at, e], bf16::from_f32(a * co - b * s));
+                kc.set([h, at, e + d / 2], bf16::from_f32(b * co + a * s));
+            }
+            for e in 0..d {
+                vc.set([h, at, e], qkv.get([0, v0 + e]));
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ mod attention;
 mod elementwise;
 mod gemv;
 mod lookup;
+mod merge_gemv;
 mod norm;
 mod norm_gemv;
 mod rope;
@@ -41,6 +42,7 @@ pub use gemv::{
     reduce_split_residual,
 };
 pub use lookup::{embed, next_positions};
+pub use merge_gemv::attention_merge_matvec_residual;
 pub use norm::{rms_norm, rms_norm_residual};
 pub use norm_gemv::{rms_norm_matvec, rms_norm_matvec_silu};
 pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos, rope_table};

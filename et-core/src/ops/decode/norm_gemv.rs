@@ -154,6 +154,8 @@ __device__ __forceinline__ void norm_matvec_core(const et::bf16* const (&w)[NW],
     };
 }
 
+pub(super) use norm_matvec_cuda;
+
 crate::tile_op! { cuda = norm_matvec_cuda!(r#"
 template <class W, class H, class G, class Y>
 __device__ void rms_norm_matvec(W w, H h, G g, float eps, Y y, unsigned char* smem) {

@@ -31,6 +31,9 @@ macro_rules! gemv_kernel {
             y_whole: &mut Tensor<f32, { [BT, R * 16] }>,
             y_norm: &mut Tensor<f32, { [BT, R * NT] }>,
             y_norm_silu: &mut Tensor<bf16, { [BT, R * NT] }>,
+            po: &Tensor<f32, { [BT * 285, 72] }>,
+            pml: &Tensor<f32, { [BT * 285, 2] }>,
+            y_merge: &mut Tensor<bf16, { [BT, R * NT] }>,
         ) {
             let done = event!([R]);
             tile!(split[r, s] in [R, 4] {
@@ -66,6 +69,18 @@ macro_rules! gemv_kernel {
                 matvec_prefetch(w.tile([r, 0], [NT, KD]), BT);
                 rms_norm_matvec(w.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), nw.tile([0], [KD]), 0.00001, y_norm.tile([0, r], [BT, NT]));
                 rms_norm_matvec_silu(w.tile([r, 0], [NT, KD]), wu.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), nw.tile([0], [KD]), 0.00001, y_norm_silu.tile([0, r], [BT, NT]));
+            });
+            tile!(merged[r] in [R] {
+                // split-KV pieces merged into the arena, then the residual GEMV: 19 KV heads
+                // of 3 query heads of dim 72 (57 x 72 = KD), 5 pieces each
+                attention_merge_matvec_residual(
+                    w.tile([r, 0], [NT, KD]),
+                    po.tile([0, 0], [BT * 285, 72]),
+                    pml.tile([0, 0], [BT * 285, 2]),
+                    3,
+                    res.tile([0, r], [BT, NT]),
+                    y_merge.tile([0, r], [BT, NT]),
+                );
             });
         }
     };
@@ -329,6 +344,23 @@ fn opts(schedule: ScheduleKind, chaos: Option<u64>) -> LaunchOptions {
     LaunchOptions { schedule: Some(schedule), chaos, ..Default::default() }
 }
 
+/// Split-KV attention pieces of `rows` rows of `d` dims (`g` query heads a piece): random
+/// outputs, maxima in [-4, 4], sums in (0, 8], every fifth piece empty (max -inf, sum 0).
+fn attention_pieces(rows: usize, d: usize, g: usize, seed: u64) -> (Tensor<f32>, Tensor<f32>) {
+    let mut o = Tensor::<f32>::random(&[rows, d], seed);
+    let u = Tensor::<f32>::random(&[rows, 2], seed + 1);
+    let mut ml = Vec::with_capacity(2 * rows);
+    for r in 0..rows {
+        if (r / g) % 5 == 4 {
+            ml.extend([f32::NEG_INFINITY, 0.0]);
+            (0..d).for_each(|i| o.set(&[r, i], 0.0));
+        } else {
+            ml.extend([4.0 * u.get(&[r, 0]), 4.0 * (u.get(&[r, 1]) + 1.0) + 1e-3]);
+        }
+    }
+    (o, Tensor::from_vec(&[rows, 2], ml).unwrap())
+}
+
 /// Runs one of the GEMV kernels (`launch` is its `launch_with`) with `rows` weight-row
 /// tiles on `backend` and on the CPU in order, and compares every output.
 #[allow(clippy::type_complexity)]
@@ -347,8 +379,9 @@ pub fn check_gemv<B: Backend>(
     let x = Tensor::<bf16>::random(&[batch, K], seed + 2);
     let res = Tensor::<bf16>::random(&[batch, n], seed + 3);
     let nw = Tensor::<bf16>::random(&[K], seed + 4);
-    let run = |be: &dyn Fn() -> [Tensor<f32>; 8]| be();
-    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 8] {
+    let (po, pml) = attention_pieces(batch * 285, 72, 3, seed + 5);
+    let run = |be: &dyn Fn() -> [Tensor<f32>; 9]| be();
+    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 9] {
         macro_rules! go {
             ($be:expr) => {{
                 let be = $be;
@@ -363,12 +396,14 @@ pub fn check_gemv<B: Backend>(
                 let mut yw = be.upload(&Tensor::<f32>::poisoned(&[batch, tiles * 16])).unwrap();
                 let mut yn = be.upload(&Tensor::<f32>::poisoned(&[batch, n])).unwrap();
                 let mut yns = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
+                let (dpo, dpml) = (be.upload(&po).unwrap(), be.upload(&pml).unwrap());
+                let mut ym = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let args = (&dw, &dwu, &dx, &dr);
                 macro_rules! launch {
                     ($k:ident) => {
                         $k::launch_with(
                             be, o, args.0, args.1, args.2, args.3, &dnw, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
-                            &mut yw, &mut yn, &mut yns,
+                            &mut yw, &mut yn, &mut yns, &dpo, &dpml, &mut ym,
                         )
                     };
                 }
@@ -393,6 +428,7 @@ pub fn check_gemv<B: Backend>(
                     be.download(&yw).unwrap(),
                     be.download(&yn).unwrap(),
                     be.download(&yns).unwrap().to_f32(),
+                    be.download(&ym).unwrap().to_f32(),
                 ]
             }};
         }
@@ -410,6 +446,7 @@ pub fn check_gemv<B: Backend>(
         "matvec of a whole prefetch",
         "rms_norm_matvec",
         "rms_norm_matvec_silu",
+        "attention_merge_matvec_residual",
     ]
     .iter()
     .enumerate()
