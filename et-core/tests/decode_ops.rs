@@ -668,7 +668,7 @@ fn a_kv_append_of_several_heads_is_the_append_of_each_head() {
         let qkv = Tensor::<bf16>::random(&[1, heads * row], seed);
         let (kc, vc) =
             (Tensor::<bf16>::random(&[heads, cap, d], seed + 1), Tensor::<bf16>::random(&[heads, cap, d], seed + 2));
-        let p = Tensor::from_vec(&[1], vec![pos as i32]).unwrap();
+        let p = Tensor::from_vec(&[1], vec![pos]).unwrap();
         let mut cs = Tensor::<f32>::poisoned(&[1, d]);
         rope_table(rd(&p.raw()), 500000.0, 8.0, 1.0, 4.0, 8192.0, wr(&cs.raw_mut()));
         let (mut k_all, mut v_all) = (kc.clone(), vc.clone());

@@ -637,12 +637,13 @@ mod tests {
             let st = stages(&shape);
             check_stages(&st).unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
             // 2 + 9 per layer + 4 launches (7 and 3 with the norms fused; the attention's
-            // pieces, merge and append one stage with whole heads), as many CTAs as the
-            // megakernel has tasks
+            // pieces, merge and append one stage with whole heads, no merge stage where
+            // the projection merges), as many CTAs as the megakernel has tasks
             let (per_layer, total) = if shape.fused_norms { (7, 12) } else { (9, 15) };
-            let (per_layer, total) = match shape.attention_heads {
-                Some(_) => (per_layer - 2, total - 2),
-                None => (per_layer, total),
+            let (per_layer, total) = match (shape.attention_heads, shape.merged_o) {
+                (Some(_), _) => (per_layer - 2, total - 2),
+                (None, true) => (per_layer - 1, total - 1),
+                (None, false) => (per_layer, total),
             };
             assert_eq!(st.iter().filter(|s| s.per_layer).count(), per_layer, "{stamp:?}");
             assert_eq!(st.len(), total, "{stamp:?}");
