@@ -59,8 +59,8 @@ use et_core::prelude::*;
 /// `norms = fused(qkv, mlp, head)` fuses them into the GEMV groups of those names.
 /// `attention = split(op)` runs the attention in `S` pieces per KV head with `op`:
 /// `attention_rope_split`, or `attention_rope_split_lazy` (a fold of fewer instructions
-/// for long pieces: from batch 8 on, RESULTS run 22; `attention_rope_split_lazy_simt`, the
-/// same on the CUDA cores), and a merge task per KV head, which
+/// for pieces of more than a few rows: RESULTS runs 22 and 30; `attention_rope_split_lazy_simt`,
+/// the same on the CUDA cores), and a merge task per KV head, which
 /// also appends the key and value. `attention = merged(op)` runs the same pieces without
 /// merge tasks: each output-projection task merges all of its layer's pieces into its
 /// arena (`attention_merge_matvec_residual`) and a task per sequence appends the keys and
@@ -482,12 +482,14 @@ macro_rules! llama_8b {
 
 // Up to batch 8 the norms run inside the GEMV tasks (the rows fit the arena: a hop and a
 // stage less per norm); from 32 on as tasks of their own (the fused form would stream
-// each weight tile once per 8 rows). Batch 1's attention pieces (64 positions at KV
-// 1024) take the plain op, whose one-warp path suits short pieces; from batch 8 on the
-// pieces are long and bound by the fold's instruction issue, and the lazy fold made the
-// step 4.6%, 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22; 8b follows the 1b
-// figures unmeasured); at 1b's head dim 64 that fold runs on the tensor cores (B = 32
-// 11% faster again, B = 8 level, B = 64 1.7% slower: RESULTS run 23). From batch 32 a
+// each weight tile once per 8 rows). The attention pieces take the lazy fold at every
+// batch: long pieces are bound by the fold's instruction issue, and it made the step
+// 4.6%, 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22); at 1b's head dim 64 that
+// fold runs on the tensor cores (B = 32 11% faster again, B = 8 level, B = 64 1.7%
+// slower: RESULTS run 23). Batch 1 kept the plain fold (whose one-warp path suits a few
+// rows) until run 30 measured the lazy ones there: 1b B = 1 (8 pieces, the tensor-core
+// fold) 12.7% faster at KV 8192 and level at KV 1024, 8b B = 1 (16 pieces, the CUDA-core
+// lazy fold; the tensor-core one lost 7%) 1.0% and 4.7% faster. From batch 32 a
 // task takes whole KV heads (`heads(..)`: 128 tasks a layer, one wave; no merge): the step
 // 28% faster at B = 64 (2.740 against 3.804 ms) and 4% at B = 32 (RESULTS run 24).
 // At 8b's head dim 128 the tensor-core fold (RESULTS run 26) made B = 64 15% faster (KV
@@ -507,7 +509,13 @@ tiny!(
     norms = tasks(norm1, norm2, final_norm_row)
 );
 tiny!(decode_tiny_b4, B = 4, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
-llama_1b!(decode_1b_b1, B = 1, S = 8, attention = merged(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+llama_1b!(
+    decode_1b_b1,
+    B = 1,
+    S = 8,
+    attention = merged(attention_rope_split_lazy),
+    norms = fused(qkv_proj, mlp, head)
+);
 llama_1b!(decode_1b_b8, B = 8, S = 2, attention = split(attention_rope_split_lazy), norms = fused(qkv_proj, mlp, head));
 llama_1b!(
     decode_1b_b32,
@@ -523,7 +531,13 @@ llama_1b!(
     attention = heads(attention_rope_heads, H = 4, KH = 2),
     norms = tasks(norm1, norm2, final_norm_row)
 );
-llama_8b!(decode_8b_b1, B = 1, S = 16, attention = split(attention_rope_split), norms = fused(qkv_proj, mlp, head));
+llama_8b!(
+    decode_8b_b1,
+    B = 1,
+    S = 16,
+    attention = split(attention_rope_split_lazy_simt),
+    norms = fused(qkv_proj, mlp, head)
+);
 llama_8b!(
     decode_8b_b8,
     B = 8,

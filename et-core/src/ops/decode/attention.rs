@@ -796,8 +796,9 @@ __device__ void attention_rope_split_lazy(QKV qkv, P pos, CS cs, long long part,
     /// 6% and 8% faster at B = 8, 32 and 64 (RESULTS run 22). The fold runs on the tensor
     /// cores, 16 rows a warp step (at head dim 64 the step at B = 32 11% faster again,
     /// RESULTS run 23; head dim 128 since run 26, two warps a block of rows); the `_simt`
-    /// form keeps it on the CUDA cores. Batch 1's short pieces keep
-    /// [`attention_rope_split`], whose one-warp path suits a few rows.
+    /// form keeps it on the CUDA cores. [`attention_rope_split`]'s one-warp path suits
+    /// pieces of a few rows; from about 128 rows a piece the lazy folds are faster (the
+    /// Llama step at batch 1: RESULTS run 30).
     attention_rope_split_lazy
 }
 
