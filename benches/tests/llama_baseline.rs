@@ -43,8 +43,10 @@ fn the_baseline_computes_the_megakernels_logits_and_tokens() {
     // an odd cache length: both take it at run time (the baseline compiles for it)
     let mut mk = Decoder::new(&gpu, &w, 1, 1000, LaunchOptions::default()).unwrap();
     let mut bl = Baseline::new(&gpu, &w, 1, 1000).unwrap();
-    // the B = 1 stamp fuses the norms into the GEMVs: 7 kernels a layer, 3 after them
-    assert_eq!(bl.launches_per_step(), 2 + 7 * 16 + 3);
+    // the B = 1 stamp fuses the norms into the GEMVs and merges the attention pieces in the
+    // output projection: 6 kernels a layer (QKV, pieces, append, projection, gate/up,
+    // down), 3 after them
+    assert_eq!(bl.launches_per_step(), 2 + 6 * 16 + 3);
     // a few positions so that the cache holds earlier steps' keys; the modes alternate
     // (the graph reads the same device positions the stream launches do)
     let mut token = 128_000u32;

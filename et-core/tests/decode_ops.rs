@@ -157,6 +157,21 @@ fn norms_match_f64_with_tails() {
         rms_norm_residual(wr(&h.raw_mut()), rd(&rr), rd(&rw), eps, wr(&y.raw_mut()));
         assert_close(&format!("rms_norm_residual h {b} x {d}"), &as_f32(&h), &want_h, 0.0);
         assert_close(&format!("rms_norm_residual y {b} x {d}"), &as_f32(&y), &want_res, 1e-2);
+        // three f32 splits of a projection summed with the residual r, then normalised
+        let part = Tensor::<f32>::random(&[3, b, d], seed + 3);
+        let (mut want_h, mut want_y) = (Vec::new(), Vec::new());
+        for bi in 0..b {
+            let sum = |k: usize| (0..3).map(|s| part.get(&[s, bi, k]) as f64).sum::<f64>();
+            let h: Vec<f64> = (0..d).map(|k| bf16::from_f64(f(&r, &[bi, k]) + sum(k)).to_f64()).collect();
+            want_y.extend(norm(&h));
+            want_h.extend(h);
+        }
+        let rp = part.raw();
+        let (mut h, mut y) = (Tensor::<bf16>::poisoned(&[b, d]), Tensor::<bf16>::poisoned(&[b, d]));
+        rms_norm_split_residual(rd(&rp), rd(&rr), rd(&rw), eps, wr(&h.raw_mut()), wr(&y.raw_mut()));
+        // the f32 sum of the splits may round differently from f64's at a bf16 boundary
+        assert_close(&format!("rms_norm_split_residual h {b} x {d}"), &as_f32(&h), &want_h, 1e-2);
+        assert_close(&format!("rms_norm_split_residual y {b} x {d}"), &as_f32(&y), &want_y, 1e-2);
     }
 }
 
@@ -462,7 +477,7 @@ fn call_error(op: &et_core::TileOp, extents: &[&[usize]]) -> String {
 
 #[test]
 fn contract_violations_name_the_op_and_the_extents() {
-    let cases: [(&et_core::TileOp, &[&[usize]], &str); 17] = [
+    let cases: [(&et_core::TileOp, &[&[usize]], &str); 19] = [
         (&matvec::OP, &[&[64, 4096], &[1, 4095], &[1, 64]], "as many columns as w"),
         (&matvec::OP, &[&[64, 4096], &[65, 4096], &[65, 64]], "batch"),
         (&matvec_residual::OP, &[&[64, 32], &[2, 32], &[2, 63], &[2, 64]], "residual"),
@@ -471,6 +486,8 @@ fn contract_violations_name_the_op_and_the_extents() {
         (&reduce_split::OP, &[&[4, 2, 63], &[2, 64]], "S splits"),
         (&rms_norm::OP, &[&[2, 4096], &[4095], &[], &[2, 4096]], "one element per column"),
         (&rms_norm_residual::OP, &[&[2, 64], &[2, 64], &[64], &[], &[1, 64]], "h's extents"),
+        (&rms_norm_split_residual::OP, &[&[4, 2, 63], &[2, 64], &[64], &[], &[2, 64], &[2, 64]], "S splits of h's"),
+        (&rms_norm_split_residual::OP, &[&[4, 2, 64], &[2, 64], &[64], &[], &[2, 64], &[1, 64]], "y must have h's"),
         (&rope_llama3::OP, &[&[4, 127], &[1], &[], &[], &[], &[], &[]], "even"),
         (&kv_append::OP, &[&[4, 128], &[1], &[4, 1024, 64]], "cache must be"),
         (

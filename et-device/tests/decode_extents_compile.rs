@@ -22,6 +22,7 @@ fn source(body: &str) -> String {
         decode::attention_rope_heads::OP,
         decode::rms_norm::OP,
         decode::rms_norm_residual::OP,
+        decode::rms_norm_split_residual::OP,
         decode::embed::OP,
         decode::elementwise_add::OP,
         decode::elementwise_scale::OP,

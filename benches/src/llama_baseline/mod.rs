@@ -436,6 +436,7 @@ fn upload(gpu: &Cuda, w: &LlamaWeights, s: &Shape) -> Result<Vec<(Buf, Stored)>,
         (Buf::Rope, vec![b, s.d]),
         (Buf::Po, vec![l * b * s.nkv * s.s * s.g, s.d]),
         (Buf::Pml, vec![l * b * s.nkv * s.s * s.g, 2]),
+        (Buf::Pk, vec![2 * l * s.kp, b, h]),
         (Buf::Logits, vec![b, s.vt * s.nv]),
         (Buf::Best, vec![b, s.vt]),
     ];

@@ -35,11 +35,15 @@ pub struct Shape {
     pub mt: usize,
     pub nd: usize,
     pub dt: usize,
+    /// The splits of `k` of the output and down projections (1 where they run whole),
+    /// each `KO` and `KD` columns.
+    pub kp: usize,
+    pub ko: usize,
+    pub kd: usize,
     pub nv: usize,
     pub vt: usize,
-    /// The norms run inside the GEMV tasks that read them (the stamp has no `norm1`
-    /// group), not as tasks of their own.
-    pub fused_norms: bool,
+    /// Where the norms run (the stamp's `norms = ..` form).
+    pub norms: Norms,
     /// The op of the stamp's attention tasks (one of [`ATTENTION_OPS`]): the baseline's
     /// attention kernel calls the same one.
     pub attention: &'static TileOp,
@@ -49,6 +53,18 @@ pub struct Shape {
     /// The output projection merges the split-KV pieces itself (`attention = merged(..)`:
     /// `attention_merge_matvec_residual`, no merge task).
     pub merged_o: bool,
+}
+
+/// Where a stamp's norms run: its `decode_step!` line's `norms = ..` form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Norms {
+    /// `fused(..)`: inside the GEMV tasks that read them (no `norm1` group).
+    Fused,
+    /// `tasks(..)`: a task per sequence, the projections whole.
+    Tasks,
+    /// `reducing(..)`: tasks that also sum the split-K output and down projections with
+    /// their residuals (a `norm0` group for layer 0).
+    Reducing,
 }
 
 /// The ops a `decode_step!` stamp's attention tasks may call: split-KV pieces, or whole
@@ -98,9 +114,19 @@ impl Shape {
             mt: dim("MT")?,
             nd: dim("ND")?,
             dt: dim("DT")?,
+            kp: dim("KP")?,
+            ko: dim("KO")?,
+            kd: dim("KD")?,
             nv: dim("NV")?,
             vt: dim("VT")?,
-            fused_norms: !kernel.graph.groups.iter().any(|g| g.name == "norm1"),
+            norms: match (
+                kernel.graph.groups.iter().any(|g| g.name == "norm1"),
+                kernel.graph.groups.iter().any(|g| g.name == "norm0"),
+            ) {
+                (false, _) => Norms::Fused,
+                (true, false) => Norms::Tasks,
+                (true, true) => Norms::Reducing,
+            },
             attention: ATTENTION_OPS
                 .into_iter()
                 .find(|a| kernel.cuda.ops.iter().any(|op| op.name == a.name))
@@ -127,6 +153,8 @@ impl Shape {
             (self.ot * self.no == self.hd, "OT · NO is the hidden size"),
             (self.mt * self.nm == c.intermediate_size, "MT · NM is the intermediate size"),
             (self.dt * self.nd == self.hd, "DT · ND is the hidden size"),
+            (self.kp * self.ko == self.nkv * self.g * self.d, "KP · KO is the output projection's k"),
+            (self.kp * self.kd == c.intermediate_size, "KP · KD is the down projection's k"),
             (
                 self.attention_heads.is_none_or(|h| self.nkv.is_multiple_of(h) && self.s == 1),
                 "H divides NKV, with S = 1",

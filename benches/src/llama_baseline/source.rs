@@ -14,10 +14,11 @@ use std::fmt::Write;
 use et_core::TileOp;
 use et_core::ops::{
     argmax_merge, argmax_partial, attention_kv_append, attention_merge, attention_merge_matvec_residual, embed, matvec,
-    matvec_residual, matvec_silu, rms_norm, rms_norm_matvec, rms_norm_matvec_silu, rope_table,
+    matvec_residual, matvec_silu, matvec_split, rms_norm, rms_norm_matvec, rms_norm_matvec_silu,
+    rms_norm_split_residual, rope_table,
 };
 
-use super::shape::Shape;
+use super::shape::{Norms, Shape};
 
 /// A device tensor of the baseline, in the layouts `llama::decoder` uploads (the names
 /// and shapes of the megakernel's parameters).
@@ -46,6 +47,7 @@ pub enum Buf {
     Rope,
     Po,
     Pml,
+    Pk,
     Attn,
     Act,
     Xf,
@@ -57,7 +59,7 @@ pub enum Buf {
 
 impl Buf {
     /// Every buffer, in the order of the enum.
-    pub const ALL: [Buf; 29] = [
+    pub const ALL: [Buf; 30] = [
         Buf::Ids,
         Buf::Pos,
         Buf::Table,
@@ -80,6 +82,7 @@ impl Buf {
         Buf::Rope,
         Buf::Po,
         Buf::Pml,
+        Buf::Pk,
         Buf::Attn,
         Buf::Act,
         Buf::Xf,
@@ -114,6 +117,7 @@ impl Buf {
             Buf::Rope => "rope",
             Buf::Po => "po",
             Buf::Pml => "pml",
+            Buf::Pk => "pk",
             Buf::Attn => "attn",
             Buf::Act => "act",
             Buf::Xf => "xf",
@@ -207,8 +211,9 @@ use Param::{Buf as B, Layer, Layers, Scalar as F};
 
 /// The stages of one decode step in launch order (the per-layer ones in the middle): the
 /// groups of `llama::decode`, the LM head's two ops split into two kernels. Where the
-/// stamp fuses the norms into the GEMVs ([`Shape::fused_norms`]) so does the baseline:
-/// each norm and the GEMV after it are one kernel.
+/// stamp fuses the norms into the GEMVs ([`Shape::norms`]) so does the baseline:
+/// each norm and the GEMV after it are one kernel; where its norms sum split-K output and
+/// down projections, the baseline launches the same splits and summing norms.
 pub fn stages(s: &Shape) -> Vec<Stage> {
     let st = |name: &str, op: &'static TileOp, grid: usize, per_layer, params: &[Param], extents, body: &str| Stage {
         kernel: format!("bl_{name}"),
@@ -307,8 +312,227 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
         .filter(|stage| !(s.merged_o && stage.kernel == "bl_merge"))
         .collect(),
     };
-    // the norm and the GEMV that reads it: two stages, or one fused stage
-    let normed = |norm: Stage, gemv: Stage, fused: Stage| if s.fused_norms { vec![fused] } else { vec![norm, gemv] };
+    // the norms: inside the GEMVs that read them, as tasks, or as tasks that also sum the
+    // split-K output and down projections with their residuals (the norm of layer 0 once
+    // before the layers, each layer ending with the next one's norm, the last with the
+    // final norm)
+    let norm_task = |name: &str, x: Buf, w: Buf, y: Buf, per_layer: bool, row: &str, wl: &str| {
+        st(
+            name,
+            &rms_norm::OP,
+            b,
+            per_layer,
+            &[if per_layer { Layer } else { Layers }, B(x), B(w), F(Scalar::Eps), B(y)],
+            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
+            &format!(
+                "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, {x}, HD, {row}, 0), T1(et::bf16, HD, {w}, {wl}), eps,
+                               T2(et::bf16, 1, HD, {y}, HD, {yrow}, 0));",
+                x = x.name(),
+                w = w.name(),
+                y = y.name(),
+                yrow = if y == Buf::Xf { "blk" } else { row },
+            ),
+        )
+    };
+    let qkv_fused = st(
+        "qkv_proj",
+        &rms_norm_matvec::OP,
+        s.qt,
+        true,
+        &[Layer, B(Buf::Wqkv), B(Buf::Hs), B(Buf::AttnNorm), F(Scalar::Eps), B(Buf::Qkv)],
+        e(&[&[s.nq, hd], &[b, hd], &[hd], &[], &[b, s.nq]]),
+        "op_rms_norm_matvec::rms_norm_matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0),
+                                         T2(et::bf16, B, HD, hs, HD, l, 0), T1(et::bf16, HD, attn_norm, l), eps,
+                                         T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
+    );
+    let qkv_plain = st(
+        "qkv_proj",
+        &matvec::OP,
+        s.qt,
+        true,
+        &[Layer, B(Buf::Wqkv), B(Buf::Xn), B(Buf::Qkv)],
+        e(&[&[s.nq, hd], &[b, hd], &[b, s.nq]]),
+        "op_matvec::matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0), T2(et::bf16, B, HD, xn, HD, l, 0),
+                       T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
+    );
+    let o_whole = if s.merged_o {
+        // the merge of the pieces inside the projection, as the stamp runs it
+        let pieces = b * nkv * s.s * g;
+        st(
+            "o_proj",
+            &attention_merge_matvec_residual::OP,
+            s.ot,
+            true,
+            &[Layer, B(Buf::Wo), B(Buf::Po), B(Buf::Pml), B(Buf::Hs), B(Buf::Hm)],
+            e(&[&[s.no, heads], &[pieces, d], &[pieces, 2], &[], &[b, s.no], &[b, s.no]]),
+            "op_attention_merge_matvec_residual::attention_merge_matvec_residual(
+    T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0), T2(float, B * NKV * S * G, D, po, D, l, 0),
+    T2(float, B * NKV * S * G, 2, pml, 2, l, 0), (long long)G, T2(et::bf16, B, NO, hs, HD, l, blk),
+    T2(et::bf16, B, NO, hm, HD, l, blk));",
+        )
+    } else {
+        st(
+            "o_proj",
+            &matvec_residual::OP,
+            s.ot,
+            true,
+            &[Layer, B(Buf::Wo), B(Buf::Attn), B(Buf::Hs), B(Buf::Hm)],
+            e(&[&[s.no, heads], &[b, heads], &[b, s.no], &[b, s.no]]),
+            "op_matvec_residual::matvec_residual(T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0),
+                                             T2(et::bf16, B, NKV * G * D, attn, NKV * G * D, l, 0),
+                                             T2(et::bf16, B, NO, hs, HD, l, blk), T2(et::bf16, B, NO, hm, HD, l, blk));",
+        )
+    };
+    let mlp_plain = st(
+        "mlp",
+        &matvec_silu::OP,
+        s.mt,
+        true,
+        &[Layer, B(Buf::WGate), B(Buf::WUp), B(Buf::Xm), B(Buf::Act)],
+        e(&[&[s.nm, hd], &[s.nm, hd], &[b, hd], &[b, s.nm]]),
+        "op_matvec_silu::matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
+                                     T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0), T2(et::bf16, B, HD, xm, HD, l, 0),
+                                     T2(et::bf16, B, NM, act, MT * NM, l, blk));",
+    );
+    let down_whole = st(
+        "down",
+        &matvec_residual::OP,
+        s.dt,
+        true,
+        &[Layer, B(Buf::WDown), B(Buf::Act), B(Buf::Hm), B(Buf::Hs)],
+        e(&[&[s.nd, inter], &[b, inter], &[b, s.nd], &[b, s.nd]]),
+        "op_matvec_residual::matvec_residual(T2(et::bf16, ND, MT * NM, w_down, MT * NM, l * DT + blk, 0),
+                                             T2(et::bf16, B, MT * NM, act, MT * NM, l, 0),
+                                             T2(et::bf16, B, ND, hm, HD, l, blk), T2(et::bf16, B, ND, hs, HD, l + 1, blk));",
+    );
+    let head_plain = st(
+        "head",
+        &matvec::OP,
+        s.vt,
+        false,
+        &[B(Buf::LmHead), B(Buf::Xf), B(Buf::Logits)],
+        e(&[&[s.nv, hd], &[b, hd], &[b, s.nv]]),
+        "op_matvec::matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0), T2(et::bf16, B, HD, xf, HD, 0, 0),
+                               T2(float, B, NV, logits, VT * NV, 0, blk));",
+    );
+    let head_fused = st(
+            "head",
+            &rms_norm_matvec::OP,
+            s.vt,
+            false,
+            &[Layers, B(Buf::LmHead), B(Buf::Hs), B(Buf::FinalNorm), F(Scalar::Eps), B(Buf::Logits)],
+            e(&[&[s.nv, hd], &[b, hd], &[hd], &[], &[b, s.nv]]),
+            "op_rms_norm_matvec::rms_norm_matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0),
+                                                 T2(et::bf16, B, HD, hs, HD, L, 0), T1(et::bf16, HD, final_norm, 0), eps,
+                                                 T2(float, B, NV, logits, VT * NV, 0, blk));",
+        );
+    let norm0 = st(
+        "norm0",
+        &rms_norm::OP,
+        b,
+        false,
+        &[B(Buf::Hs), B(Buf::AttnNorm), F(Scalar::Eps), B(Buf::Xn)],
+        e(&[&[1, hd], &[hd], &[], &[1, hd]]),
+        "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hs, HD, blk, 0), T1(et::bf16, HD, attn_norm, 0), eps,
+                               T2(et::bf16, 1, HD, xn, HD, blk, 0));",
+    );
+    let mlp_fused = st(
+        "mlp",
+        &rms_norm_matvec_silu::OP,
+        s.mt,
+        true,
+        &[Layer, B(Buf::WGate), B(Buf::WUp), B(Buf::Hm), B(Buf::MlpNorm), F(Scalar::Eps), B(Buf::Act)],
+        e(&[&[s.nm, hd], &[s.nm, hd], &[b, hd], &[hd], &[], &[b, s.nm]]),
+        "op_rms_norm_matvec_silu::rms_norm_matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
+                                                           T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0),
+                                                           T2(et::bf16, B, HD, hm, HD, l, 0), T1(et::bf16, HD, mlp_norm, l),
+                                                           eps, T2(et::bf16, B, NM, act, MT * NM, l, blk));",
+    );
+    let o_split = st(
+        "o_proj",
+        &matvec_split::OP,
+        s.ot * s.kp,
+        true,
+        &[Layer, B(Buf::Wo), B(Buf::Attn), B(Buf::Pk)],
+        e(&[&[s.no, s.ko], &[b, s.ko], &[1, b, s.no]]),
+        "const long long r = blk / KP, s = blk % KP;
+    op_matvec_split::matvec_split(T2(et::bf16, NO, KO, wo, NKV * G * D, l * OT + r, s), T2(et::bf16, B, KO, attn, NKV * G * D, l, s),
+                                  T3(float, 1, B, NO, pk, B, HD, 2 * l * KP + s, 0, r));",
+    );
+    let norm2_sum = st(
+        "norm2",
+        &rms_norm_split_residual::OP,
+        b,
+        true,
+        &[Layer, B(Buf::Pk), B(Buf::Hs), B(Buf::MlpNorm), F(Scalar::Eps), B(Buf::Hm), B(Buf::Xm)],
+        e(&[&[s.kp, 1, hd], &[1, hd], &[hd], &[], &[1, hd], &[1, hd]]),
+        "op_rms_norm_split_residual::rms_norm_split_residual(T3(float, KP, 1, HD, pk, B, HD, 2 * l, blk, 0),
+    T2(et::bf16, 1, HD, hs, HD, l * B + blk, 0), T1(et::bf16, HD, mlp_norm, l), eps,
+    T2(et::bf16, 1, HD, hm, HD, l * B + blk, 0), T2(et::bf16, 1, HD, xm, HD, l * B + blk, 0));",
+    );
+    let down_split = st(
+        "down",
+        &matvec_split::OP,
+        s.dt * s.kp,
+        true,
+        &[Layer, B(Buf::WDown), B(Buf::Act), B(Buf::Pk)],
+        e(&[&[s.nd, s.kd], &[b, s.kd], &[1, b, s.nd]]),
+        "const long long r = blk / KP, s = blk % KP;
+    op_matvec_split::matvec_split(T2(et::bf16, ND, KD, w_down, MT * NM, l * DT + r, s), T2(et::bf16, B, KD, act, MT * NM, l, s),
+                                  T3(float, 1, B, ND, pk, B, HD, (2 * l + 1) * KP + s, 0, r));",
+    );
+    let norm_next = st(
+        "norm_next",
+        &rms_norm_split_residual::OP,
+        b,
+        true,
+        &[
+            Layer,
+            Layers,
+            B(Buf::Pk),
+            B(Buf::Hm),
+            B(Buf::AttnNorm),
+            B(Buf::FinalNorm),
+            F(Scalar::Eps),
+            B(Buf::Hs),
+            B(Buf::Xn),
+            B(Buf::Xf),
+        ],
+        e(&[&[s.kp, 1, hd], &[1, hd], &[hd], &[], &[1, hd], &[1, hd]]),
+        "const bool last = l + 1 == L;
+    op_rms_norm_split_residual::rms_norm_split_residual(T3(float, KP, 1, HD, pk, B, HD, 2 * l + 1, blk, 0),
+    T2(et::bf16, 1, HD, hm, HD, l * B + blk, 0),
+    last ? T1(et::bf16, HD, final_norm, 0) : T1(et::bf16, HD, attn_norm, l + 1), eps,
+    T2(et::bf16, 1, HD, hs, HD, (l + 1) * B + blk, 0),
+    last ? T2(et::bf16, 1, HD, xf, HD, blk, 0) : T2(et::bf16, 1, HD, xn, HD, (l + 1) * B + blk, 0));",
+    );
+    let (before, layer, after) = match s.norms {
+        Norms::Fused => (
+            vec![],
+            [vec![qkv_fused], attention_stages, vec![o_whole, mlp_fused, down_whole]].concat(),
+            vec![head_fused],
+        ),
+        Norms::Tasks => (
+            vec![],
+            [
+                vec![norm_task("norm1", Buf::Hs, Buf::AttnNorm, Buf::Xn, true, "l * B + blk", "l"), qkv_plain],
+                attention_stages,
+                vec![
+                    o_whole,
+                    norm_task("norm2", Buf::Hm, Buf::MlpNorm, Buf::Xm, true, "l * B + blk", "l"),
+                    mlp_plain,
+                    down_whole,
+                ],
+            ]
+            .concat(),
+            vec![norm_task("final_norm", Buf::Hs, Buf::FinalNorm, Buf::Xf, false, "L * B + blk", "0"), head_plain],
+        ),
+        Norms::Reducing => (
+            vec![norm0],
+            [vec![qkv_plain], attention_stages, vec![o_split, norm2_sum, mlp_plain, down_split, norm_next]].concat(),
+            vec![head_plain],
+        ),
+    };
     [
         vec![st(
             "emb",
@@ -336,138 +560,9 @@ pub fn stages(s: &Shape) -> Vec<Stage> {
             e(&[&[1], &[], &[], &[], &[], &[], &[1, d]]),
             "op_rope_table::rope_table(T1(int, 1, pos, blk), theta, factor, low, high, original, T2(float, 1, D, rope, D, blk, 0));",
         )],
-        normed(st(
-            "norm1",
-            &rms_norm::OP,
-            b,
-            true,
-            &[Layer, B(Buf::Hs), B(Buf::AttnNorm), F(Scalar::Eps), B(Buf::Xn)],
-            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
-            "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hs, HD, l * B + blk, 0), T1(et::bf16, HD, attn_norm, l), eps,
-                                   T2(et::bf16, 1, HD, xn, HD, l * B + blk, 0));",
-        ),
-        st(
-            "qkv_proj",
-            &matvec::OP,
-            s.qt,
-            true,
-            &[Layer, B(Buf::Wqkv), B(Buf::Xn), B(Buf::Qkv)],
-            e(&[&[s.nq, hd], &[b, hd], &[b, s.nq]]),
-            "op_matvec::matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0), T2(et::bf16, B, HD, xn, HD, l, 0),
-                               T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
-        ), st(
-            "qkv_proj",
-            &rms_norm_matvec::OP,
-            s.qt,
-            true,
-            &[Layer, B(Buf::Wqkv), B(Buf::Hs), B(Buf::AttnNorm), F(Scalar::Eps), B(Buf::Qkv)],
-            e(&[&[s.nq, hd], &[b, hd], &[hd], &[], &[b, s.nq]]),
-            "op_rms_norm_matvec::rms_norm_matvec(T2(et::bf16, NQ, HD, wqkv, HD, l * QT + blk, 0),
-                                                 T2(et::bf16, B, HD, hs, HD, l, 0), T1(et::bf16, HD, attn_norm, l), eps,
-                                                 T2(et::bf16, B, NQ, qkv, QT * NQ, l, blk));",
-        )),
-        attention_stages,
-        vec![if s.merged_o {
-            // the merge of the pieces inside the projection, as the stamp runs it
-            let pieces = b * nkv * s.s * g;
-            st(
-                "o_proj",
-                &attention_merge_matvec_residual::OP,
-                s.ot,
-                true,
-                &[Layer, B(Buf::Wo), B(Buf::Po), B(Buf::Pml), B(Buf::Hs), B(Buf::Hm)],
-                e(&[&[s.no, heads], &[pieces, d], &[pieces, 2], &[], &[b, s.no], &[b, s.no]]),
-                "op_attention_merge_matvec_residual::attention_merge_matvec_residual(
-        T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0), T2(float, B * NKV * S * G, D, po, D, l, 0),
-        T2(float, B * NKV * S * G, 2, pml, 2, l, 0), (long long)G, T2(et::bf16, B, NO, hs, HD, l, blk),
-        T2(et::bf16, B, NO, hm, HD, l, blk));",
-            )
-        } else {
-            st(
-                "o_proj",
-                &matvec_residual::OP,
-                s.ot,
-                true,
-                &[Layer, B(Buf::Wo), B(Buf::Attn), B(Buf::Hs), B(Buf::Hm)],
-                e(&[&[s.no, heads], &[b, heads], &[b, s.no], &[b, s.no]]),
-                "op_matvec_residual::matvec_residual(T2(et::bf16, NO, NKV * G * D, wo, NKV * G * D, l * OT + blk, 0),
-                                                 T2(et::bf16, B, NKV * G * D, attn, NKV * G * D, l, 0),
-                                                 T2(et::bf16, B, NO, hs, HD, l, blk), T2(et::bf16, B, NO, hm, HD, l, blk));",
-            )
-        }],
-        normed(st(
-            "norm2",
-            &rms_norm::OP,
-            b,
-            true,
-            &[Layer, B(Buf::Hm), B(Buf::MlpNorm), F(Scalar::Eps), B(Buf::Xm)],
-            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
-            "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hm, HD, l * B + blk, 0), T1(et::bf16, HD, mlp_norm, l), eps,
-                                   T2(et::bf16, 1, HD, xm, HD, l * B + blk, 0));",
-        ),
-        st(
-            "mlp",
-            &matvec_silu::OP,
-            s.mt,
-            true,
-            &[Layer, B(Buf::WGate), B(Buf::WUp), B(Buf::Xm), B(Buf::Act)],
-            e(&[&[s.nm, hd], &[s.nm, hd], &[b, hd], &[b, s.nm]]),
-            "op_matvec_silu::matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
-                                         T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0), T2(et::bf16, B, HD, xm, HD, l, 0),
-                                         T2(et::bf16, B, NM, act, MT * NM, l, blk));",
-        ), st(
-            "mlp",
-            &rms_norm_matvec_silu::OP,
-            s.mt,
-            true,
-            &[Layer, B(Buf::WGate), B(Buf::WUp), B(Buf::Hm), B(Buf::MlpNorm), F(Scalar::Eps), B(Buf::Act)],
-            e(&[&[s.nm, hd], &[s.nm, hd], &[b, hd], &[hd], &[], &[b, s.nm]]),
-            "op_rms_norm_matvec_silu::rms_norm_matvec_silu(T2(et::bf16, NM, HD, w_gate, HD, l * MT + blk, 0),
-                                                           T2(et::bf16, NM, HD, w_up, HD, l * MT + blk, 0),
-                                                           T2(et::bf16, B, HD, hm, HD, l, 0), T1(et::bf16, HD, mlp_norm, l),
-                                                           eps, T2(et::bf16, B, NM, act, MT * NM, l, blk));",
-        )),
-        vec![st(
-            "down",
-            &matvec_residual::OP,
-            s.dt,
-            true,
-            &[Layer, B(Buf::WDown), B(Buf::Act), B(Buf::Hm), B(Buf::Hs)],
-            e(&[&[s.nd, inter], &[b, inter], &[b, s.nd], &[b, s.nd]]),
-            "op_matvec_residual::matvec_residual(T2(et::bf16, ND, MT * NM, w_down, MT * NM, l * DT + blk, 0),
-                                                 T2(et::bf16, B, MT * NM, act, MT * NM, l, 0),
-                                                 T2(et::bf16, B, ND, hm, HD, l, blk), T2(et::bf16, B, ND, hs, HD, l + 1, blk));",
-        )],
-        normed(st(
-            "final_norm",
-            &rms_norm::OP,
-            b,
-            false,
-            &[Layers, B(Buf::Hs), B(Buf::FinalNorm), F(Scalar::Eps), B(Buf::Xf)],
-            e(&[&[1, hd], &[hd], &[], &[1, hd]]),
-            "op_rms_norm::rms_norm(T2(et::bf16, 1, HD, hs, HD, L * B + blk, 0), T1(et::bf16, HD, final_norm, 0), eps,
-                                   T2(et::bf16, 1, HD, xf, HD, blk, 0));",
-        ),
-        st(
-            "head",
-            &matvec::OP,
-            s.vt,
-            false,
-            &[B(Buf::LmHead), B(Buf::Xf), B(Buf::Logits)],
-            e(&[&[s.nv, hd], &[b, hd], &[b, s.nv]]),
-            "op_matvec::matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0), T2(et::bf16, B, HD, xf, HD, 0, 0),
-                               T2(float, B, NV, logits, VT * NV, 0, blk));",
-        ), st(
-            "head",
-            &rms_norm_matvec::OP,
-            s.vt,
-            false,
-            &[Layers, B(Buf::LmHead), B(Buf::Hs), B(Buf::FinalNorm), F(Scalar::Eps), B(Buf::Logits)],
-            e(&[&[s.nv, hd], &[b, hd], &[hd], &[], &[b, s.nv]]),
-            "op_rms_norm_matvec::rms_norm_matvec(T2(et::bf16, NV, HD, lm_head, HD, blk, 0),
-                                                 T2(et::bf16, B, HD, hs, HD, L, 0), T1(et::bf16, HD, final_norm, 0), eps,
-                                                 T2(float, B, NV, logits, VT * NV, 0, blk));",
-        )),
+        before,
+        layer,
+        after,
         vec![st(
             "argmax",
             &argmax_partial::OP,
@@ -575,6 +670,9 @@ pub fn cuda_source(shape: &Shape, stages: &[Stage], threads: u32) -> String {
         ("MT", s.mt),
         ("ND", s.nd),
         ("DT", s.dt),
+        ("KP", s.kp),
+        ("KO", s.ko),
+        ("KD", s.kd),
         ("NV", s.nv),
         ("VT", s.vt),
     ];
@@ -639,7 +737,7 @@ mod tests {
             // 2 + 9 per layer + 4 launches (7 and 3 with the norms fused; the attention's
             // pieces, merge and append one stage with whole heads, no merge stage where
             // the projection merges), as many CTAs as the megakernel has tasks
-            let (per_layer, total) = if shape.fused_norms { (7, 12) } else { (9, 15) };
+            let (per_layer, total) = if shape.norms == Norms::Fused { (7, 12) } else { (9, 15) };
             let (per_layer, total) = match (shape.attention_heads, shape.merged_o) {
                 (Some(_), _) => (per_layer - 2, total - 2),
                 (None, true) => (per_layer - 1, total - 1),

@@ -14,7 +14,7 @@
 use crate::config::LlamaConfig;
 use crate::decode::{
     decode_1b_b1, decode_1b_b8, decode_1b_b32, decode_1b_b64, decode_8b_b1, decode_8b_b8, decode_8b_b32, decode_8b_b64,
-    decode_tiny_b1, decode_tiny_b2, decode_tiny_b4,
+    decode_tiny_b1, decode_tiny_b2, decode_tiny_b3, decode_tiny_b4,
 };
 use crate::error::{Error, Result};
 use crate::reference::Generation;
@@ -30,6 +30,8 @@ pub enum Stamp {
     TinyB1,
     /// `tiny`, two sequences.
     TinyB2,
+    /// `tiny`, three sequences.
+    TinyB3,
     /// `tiny`, four sequences.
     TinyB4,
     /// `llama-3.2-1b`, one sequence.
@@ -61,13 +63,17 @@ pub struct Geometry {
     pub chunks: usize,
     /// Vocabulary tiles of the LM head (the argmax's partials).
     pub vocab_tiles: usize,
+    /// The splits of `k` of the output and down projections (`KP`; 1 where they run
+    /// whole): the partial sums buffer holds `2 · layers · KP` row blocks.
+    pub proj_splits: usize,
 }
 
 impl Stamp {
     /// Every stamp.
-    pub const ALL: [Stamp; 11] = [
+    pub const ALL: [Stamp; 12] = [
         Stamp::TinyB1,
         Stamp::TinyB2,
+        Stamp::TinyB3,
         Stamp::TinyB4,
         Stamp::Llama1bB1,
         Stamp::Llama1bB8,
@@ -84,7 +90,7 @@ impl Stamp {
     pub fn geometry(self) -> Geometry {
         use Stamp::*;
         let preset = match self {
-            TinyB1 | TinyB2 | TinyB4 => "tiny",
+            TinyB1 | TinyB2 | TinyB3 | TinyB4 => "tiny",
             Llama1bB1 | Llama1bB8 | Llama1bB32 | Llama1bB64 => "llama-3.2-1b",
             Llama8bB1 | Llama8bB8 | Llama8bB32 | Llama8bB64 => "llama-3.1-8b",
         };
@@ -94,7 +100,7 @@ impl Stamp {
             // every stamp is a `decode_step!` line, whose dims are literals
             _ => unreachable!("decode_step! gives `{}` a static dim {name}", kernel.name()),
         };
-        Geometry { preset, batch: dim("B"), chunks: dim("S"), vocab_tiles: dim("VT") }
+        Geometry { preset, batch: dim("B"), chunks: dim("S"), vocab_tiles: dim("VT"), proj_splits: dim("KP") }
     }
 
     /// Its megakernel: the graph's static dims are the stamp's tile sizes (read by the
@@ -103,6 +109,7 @@ impl Stamp {
         match self {
             Stamp::TinyB1 => &decode_tiny_b1::KERNEL,
             Stamp::TinyB2 => &decode_tiny_b2::KERNEL,
+            Stamp::TinyB3 => &decode_tiny_b3::KERNEL,
             Stamp::TinyB4 => &decode_tiny_b4::KERNEL,
             Stamp::Llama1bB1 => &decode_1b_b1::KERNEL,
             Stamp::Llama1bB8 => &decode_1b_b8::KERNEL,
@@ -233,6 +240,9 @@ pub struct Decoder<'b, Bk: Backend> {
     rope: Bk::Tensor<f32>,
     po: Bk::Tensor<f32>,
     pml: Bk::Tensor<f32>,
+    /// The split-K projections' partial sums (unused by the stamps whose projections run
+    /// whole, where it is `2 · layers` rows of one sequence block).
+    pk: Bk::Tensor<f32>,
     attn: Bk::Tensor<bf16>,
     act: Bk::Tensor<bf16>,
     xf: Bk::Tensor<bf16>,
@@ -334,6 +344,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             rope: nan32(&[b, d])?,
             po: nan32(&[l * b * nkv * s * g, d])?,
             pml: nan32(&[l * b * nkv * s * g, 2])?,
+            pk: nan32(&[2 * l * geo.proj_splits, b, h])?,
             attn: nan(&[l * b, nkv * g * d])?,
             act: nan(&[l * b, i])?,
             xf: nan(&[b, h])?,
@@ -463,6 +474,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                     &mut self.rope,
                     &mut self.po,
                     &mut self.pml,
+                    &mut self.pk,
                     &mut self.attn,
                     &mut self.act,
                     &mut self.xf,
@@ -477,6 +489,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         let report = match self.stamp {
             Stamp::TinyB1 => launch!(decode_tiny_b1),
             Stamp::TinyB2 => launch!(decode_tiny_b2),
+            Stamp::TinyB3 => launch!(decode_tiny_b3),
             Stamp::TinyB4 => launch!(decode_tiny_b4),
             Stamp::Llama1bB1 => launch!(decode_1b_b1),
             Stamp::Llama1bB8 => launch!(decode_1b_b8),

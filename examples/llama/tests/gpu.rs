@@ -1,6 +1,7 @@
 //! The decode megakernel of llama-3.2-1b (random weights) on the GPU against the CPU
 //! [`Reference`]: every step's logits within bf16 tolerance at B = 1 and 8, and a 24-token
-//! greedy run token for token. The GPU sums in other orders than the CPU (warp shuffles,
+//! greedy run token for token; the batch-32 and 64 stamps row by row against batch 8's.
+//! The GPU sums in other orders than the CPU (warp shuffles,
 //! split-KV chunks): a step's token is compared where the reference's top-2 margin is
 //! more than twice the step's largest logit difference, which is exactly where no
 //! difference of that size can change the argmax; the test prints how many were compared
@@ -123,4 +124,46 @@ fn generation_feeding_tokens_back_on_the_device_equals_writing_them_from_the_hos
     assert_ne!(bits(a.logits.as_ref().unwrap()), bits(other.logits.as_ref().unwrap()));
     assert_eq!(bits(a.logits.as_ref().unwrap()), bits(b.logits.as_ref().unwrap()));
     assert_eq!(a.next, b.next);
+}
+
+/// The batch-32 and 64 stamps (norm tasks, the output and down projections split over k)
+/// against the batch-8 stamp (fused norms, whole projections), which the test above holds
+/// to the CPU reference: sequences are independent, so each row of a large batch, fed
+/// the tokens of one of the eight prompts, has that prompt's batch-8 logits, step by step.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn llama_3_2_1b_batches_32_and_64_give_each_sequence_its_batch_8_logits() {
+    let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}"));
+    let w = weights();
+    let vocab = w.config.vocab_size;
+    let prompts: Vec<Vec<u32>> = (0..8u32).map(|b| vec![128000, 4052 + 31 * b, 2231 + b]).collect();
+    let steps = 4;
+    let mut small = Decoder::new(&gpu, &w, 8, steps, LaunchOptions::default()).unwrap();
+    let mut want = Vec::new();
+    let mut last: Vec<u32> = prompts.iter().map(|p| p[0]).collect();
+    for pos in 0..steps {
+        let input: Vec<u32> = prompts.iter().zip(&last).map(|(p, &l)| *p.get(pos).unwrap_or(&l)).collect();
+        let step = small.step(&input, &[pos; 8], true).unwrap();
+        last = step.next.clone();
+        want.push((input, step.logits.unwrap()));
+    }
+    for batch in [32, 64] {
+        let mut dec = Decoder::new(&gpu, &w, batch, steps, LaunchOptions::default()).unwrap();
+        for (pos, (input, logits)) in want.iter().enumerate() {
+            let tokens: Vec<u32> = (0..batch).map(|b| input[b % 8]).collect();
+            let got = dec.step(&tokens, &vec![pos; batch], true).unwrap().logits.unwrap();
+            let mut err = 0f32;
+            for b in 0..batch {
+                let row = |t: &Tensor<f32>, r: usize| {
+                    Tensor::from_vec(&[1, vocab], t.as_slice()[r * vocab..(r + 1) * vocab].to_vec()).unwrap()
+                };
+                err = err.max(max_error(&row(&got, b), &row(logits, b % 8)));
+            }
+            println!("B = {batch}, position {pos}: every row within {err:.2e} of the largest of its batch-8 row");
+            assert!(
+                err <= LOGIT_TOL,
+                "B = {batch}, position {pos}: a row differs from batch 8's by {err} of the largest"
+            );
+        }
+    }
 }

@@ -123,11 +123,22 @@ fn a_batch_of_four_in_split_pieces_with_merge_tasks_matches_the_reference() {
 }
 
 #[test]
+fn a_batch_of_three_with_split_k_projections_summed_by_the_norms_matches_the_reference() {
+    let prompts = vec![vec![17u32, 3], vec![90, 91, 92], vec![201]];
+    for (seed, schedule) in [(13u64, ScheduleKind::Static), (14, ScheduleKind::Dynamic)] {
+        let w = tiny(seed);
+        let want = Reference::new(&w).generate(&prompts, 5).unwrap();
+        let got = side_by_side(&w, &prompts, 5, options(schedule, Some(seed)));
+        assert_eq!(got, want.tokens, "seed {seed}, {schedule:?}");
+    }
+}
+
+#[test]
 fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
     let w = tiny(0);
     let cpu = Cpu::new();
     let err = |r: llama::Result<Decoder<'_, Cpu>>| r.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(err(Decoder::new(&cpu, &w, 3, 32, LaunchOptions::default())).contains("batches: 1, 2"));
+    assert!(err(Decoder::new(&cpu, &w, 5, 32, LaunchOptions::default())).contains("batches: 1, 2, 3, 4"));
     let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
     assert!(err(Decoder::new(&cpu, &odd, 1, 32, LaunchOptions::default())).contains("no decode megakernel is stamped"));
     // the cache's length is the host's choice, within the model's context

@@ -43,7 +43,7 @@ pub use gemv::{
 };
 pub use lookup::{embed, next_positions};
 pub use merge_gemv::attention_merge_matvec_residual;
-pub use norm::{rms_norm, rms_norm_residual};
+pub use norm::{rms_norm, rms_norm_residual, rms_norm_split_residual};
 pub use norm_gemv::{rms_norm_matvec, rms_norm_matvec_silu};
 pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos, rope_table};
 

@@ -120,11 +120,112 @@ __device__ void rms_norm_residual(H h, R r, W w, float eps, Y y) {
         for bi in 0..b {
             let row: Vec<f32> =
                 (0..d).map(|k| bf16::from_f32(h.get([bi, k]).to_f32() + r.get([bi, k]).to_f32()).to_f32()).collect();
-            let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
-            for (k, v) in row.iter().enumerate() {
-                h.set([bi, k], bf16::from_f32(*v));
-                y.set([bi, k], bf16::from_f32(v * inv * w.get([k]).to_f32()));
-            }
+            store_residual_and_norm(&row, bi, w, eps, &mut h, &mut y);
         }
+    }
+}
+
+crate::tile_op! { cuda = decode_cuda!(r#"
+// `acc[i] += row[k + i]` for the eight f32 of a split's row from `k` (those inside the
+// row): two 16-byte loads where `vec` and all eight are inside.
+__device__ __forceinline__ void add8_f32(const float* row, int k, int n, long long stride, bool vec, float (&acc)[8]) {
+    if (vec && k + 8 <= n) {
+        const float4 a = *reinterpret_cast<const float4*>(row + k), c = *reinterpret_cast<const float4*>(row + k + 4);
+        acc[0] += a.x; acc[1] += a.y; acc[2] += a.z; acc[3] += a.w;
+        acc[4] += c.x; acc[5] += c.y; acc[6] += c.z; acc[7] += c.w;
+        return;
+    }
+#pragma unroll 1
+    for (int i = 0; i < 8 && k + i < n; ++i) acc[i] += row[(long long)(k + i) * stride];
+}
+// Out of line: a megakernel calls it from three groups (the norms after the output and
+// down projections, and the final one), whose three inlined copies made NVVM stop inlining
+// the task dispatch of the batch-64 Llama megakernels (ptxas: 1.7 KB of spill stores in
+// an outlined dispatch); one shared copy keeps it inlined. A norm task reads 32–64 KB, so
+// the call's cost does not show.
+template <class P, class R, class W, class H, class Y>
+__device__ __noinline__ void rms_norm_split_residual(P part, R r, W w, float eps, H h, Y y) {
+    __shared__ float red[32];
+    const int S = part.shape[0], B = h.shape[0], D = h.shape[1];
+    const bool vec = vec_rows(r.ptr, r.stride[0], r.stride[1]) && vec_rows(w.ptr, 0, w.stride[0]) &&
+                     vec_rows(h.ptr, h.stride[0], h.stride[1]) && vec_rows(y.ptr, y.stride[0], y.stride[1]);
+    const bool vecp = part.stride[2] == 1 && ((part.stride[0] | part.stride[1]) & 3) == 0 &&
+                      (((unsigned long long)part.ptr) & 15) == 0;
+    for (int b = 0; b < B; ++b) {
+        et::bf16* hrow = h.ptr + b * h.stride[0];
+        float ss = 0.0f;
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8], acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            // the splits in split order, as `reduce_split_residual` sums them
+            for (int s = 0; s < S; ++s)
+                add8_f32(part.ptr + s * part.stride[0] + b * part.stride[1], k, D, part.stride[2], vecp, acc);
+            unpack8(load8<false>(r.ptr + b * r.stride[0], k, D, r.stride[1], vec), f);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + acc[i]));
+#pragma unroll
+            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+            store8(hrow, k, D, h.stride[1], vec, pack8(f));
+        }
+        // the second pass reads back only what this thread wrote in the first
+        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
+        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
+            float f[8], g[8];
+            unpack8(load8<false>(hrow, k, D, h.stride[1], vec), f);
+            unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
+            store8(y.ptr + b * y.stride[0], k, D, y.stride[1], vec, pack8(f));
+        }
+    }
+}
+"#);
+    contract {
+        part[1] == h[0] && part[2] == h[1] => "part must be S splits of h's extents: [S, h's rows, h's columns]",
+        part[0] >= 1 => "part must hold at least one split",
+        r[0] == h[0] && r[1] == h[1] => "the residual r must have h's extents",
+        w[0] == h[1] => "the weight w must have one element per column of h",
+        y[0] == h[0] && y[1] == h[1] => "y must have h's extents",
+    }
+    /// `h = r + Σ_s part[s]` (the splits summed in f32 in split order, then the residual
+    /// added, stored in bf16), then `y = rms_norm(h)`: the reduce of a split-K projection
+    /// ([`super::matvec_split`]) with its residual add, fused into the norm that reads its
+    /// result. `part` is `S x B x D` (f32), `r`, `h` and `y` are `B x D`, `w` has `D`
+    /// elements. `h` holds the same values as [`super::reduce_split_residual`] writes.
+    pub fn rms_norm_split_residual(
+        part: TileRef<'_, f32, 3>,
+        r: TileRef<'_, bf16, 2>,
+        w: TileRef<'_, bf16, 1>,
+        eps: f32,
+        mut h: TileMut<'_, bf16, 2>,
+        mut y: TileMut<'_, bf16, 2>,
+    ) {
+        let [s, b, d] = part.shape();
+        for bi in 0..b {
+            let row: Vec<f32> = (0..d)
+                .map(|k| {
+                    let acc: f32 = (0..s).map(|si| part.get([si, bi, k])).sum();
+                    bf16::from_f32(r.get([bi, k]).to_f32() + acc).to_f32()
+                })
+                .collect();
+            store_residual_and_norm(&row, bi, w, eps, &mut h, &mut y);
+        }
+    }
+}
+
+/// Row `bi` of a residual form's outputs: `h` the row as stored (bf16 values held in f32),
+/// `y` its RMSNorm with weight `w`: the CPU half that [`rms_norm_residual`] and
+/// [`rms_norm_split_residual`] share.
+fn store_residual_and_norm(
+    row: &[f32],
+    bi: usize,
+    w: TileRef<'_, bf16, 1>,
+    eps: f32,
+    h: &mut TileMut<'_, bf16, 2>,
+    y: &mut TileMut<'_, bf16, 2>,
+) {
+    let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32 + eps).sqrt();
+    for (k, v) in row.iter().enumerate() {
+        h.set([bi, k], bf16::from_f32(*v));
+        y.set([bi, k], bf16::from_f32(v * inv * w.get([k]).to_f32()));
     }
 }

@@ -297,6 +297,9 @@ macro_rules! misc_kernel {
             y2: &mut Tensor<bf16, { [BT, D] }>,
             y3: &mut Tensor<bf16, { [BT, D] }>,
             y4: &mut Tensor<bf16, { [BT, D] }>,
+            part: &Tensor<f32, { [3, BT, D] }>,
+            y5: &mut Tensor<bf16, { [BT, D] }>,
+            y6: &mut Tensor<bf16, { [BT, D] }>,
             logits: &Tensor<bf16, { [BT, S * VC] }>,
             best: &mut Tensor<f32, { [BT, S] }>,
             index: &mut Tensor<i32, { [BT, S] }>,
@@ -313,6 +316,14 @@ macro_rules! misc_kernel {
                 wait!(embedded[i]);
                 rms_norm_residual(h.tile([i, 0], [BT, D]), r.tile([0, 0], [BT, D]), nw.tile([0], [D]), 0.00001, y1.tile([0, 0], [BT, D]));
                 rms_norm(y1.tile([0, 0], [BT, D]), nw.tile([0], [D]), 0.00001, y2.tile([0, 0], [BT, D]));
+                rms_norm_split_residual(
+                    part.tile([0, 0, 0], [3, BT, D]),
+                    r.tile([0, 0], [BT, D]),
+                    nw.tile([0], [D]),
+                    0.00001,
+                    y5.tile([0, 0], [BT, D]),
+                    y6.tile([0, 0], [BT, D]),
+                );
                 signal!(normed[i]);
             });
             tile!(ew[i] in [1] {
@@ -651,6 +662,7 @@ pub fn check_misc<B: Backend>(
     let ids = Tensor::from_vec(&[batch], ids).unwrap();
     let r = Tensor::<bf16>::random(&[batch, D], seed + 1);
     let nw = Tensor::<bf16>::random(&[D], seed + 2);
+    let part = Tensor::<f32>::random(&[3, batch, D], seed + 4);
     let mut logits = Tensor::<bf16>::random(&[batch, VOCAB], seed + 3);
     // a tie across chunks: the smaller index wins
     for b in 0..batch {
@@ -661,32 +673,33 @@ pub fn check_misc<B: Backend>(
         macro_rules! go {
             ($be:expr) => {{
                 let be = $be;
-                let (dt, di, dr, dn, dl) = (
+                let (dt, di, dr, dn, dl, dp) = (
                     be.upload(&table).unwrap(),
                     be.upload(&ids).unwrap(),
                     be.upload(&r).unwrap(),
                     be.upload(&nw).unwrap(),
                     be.upload(&logits).unwrap(),
+                    be.upload(&part).unwrap(),
                 );
                 let poisoned = || be.upload(&Tensor::<bf16>::poisoned(&[batch, D])).unwrap();
-                let (mut h, mut y1, mut y2, mut y3, mut y4) =
-                    (poisoned(), poisoned(), poisoned(), poisoned(), poisoned());
+                let (mut h, mut y1, mut y2, mut y3, mut y4, mut y5, mut y6) =
+                    (poisoned(), poisoned(), poisoned(), poisoned(), poisoned(), poisoned(), poisoned());
                 let mut best = be.upload(&Tensor::<f32>::poisoned(&[batch, 32])).unwrap();
                 let mut index = be.upload(&Tensor::<i32>::poisoned(&[batch, 32])).unwrap();
                 let mut token = be.upload(&Tensor::<i32>::poisoned(&[batch])).unwrap();
                 match batch {
                     1 => decode_misc_b1::launch_with(
-                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dl, &mut best,
-                        &mut index, &mut token,
+                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dp, &mut y5, &mut y6,
+                        &dl, &mut best, &mut index, &mut token,
                     ),
                     16 => decode_misc_b16::launch_with(
-                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dl, &mut best,
-                        &mut index, &mut token,
+                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dp, &mut y5, &mut y6,
+                        &dl, &mut best, &mut index, &mut token,
                     ),
                     _ => panic!("no misc kernel for batch {batch}"),
                 }
                 .unwrap();
-                let outs = [&h, &y1, &y2, &y3, &y4].map(|t| be.download(t).unwrap().to_f32()).to_vec();
+                let outs = [&h, &y1, &y2, &y3, &y4, &y5, &y6].map(|t| be.download(t).unwrap().to_f32()).to_vec();
                 let mut outs = outs;
                 outs.push(be.download(&best).unwrap());
                 outs.push(be.download(&index).unwrap().to_f32());
@@ -703,6 +716,8 @@ pub fn check_misc<B: Backend>(
         "rms_norm",
         "elementwise_add",
         "elementwise_scale",
+        "rms_norm_split_residual h",
+        "rms_norm_split_residual y",
         "argmax chunk maxima",
         "argmax chunk indices",
     ]
