@@ -9,7 +9,8 @@
 //! reference is slow) before it is timed; a wrong kernel gets no time, only an error.
 //!
 //! Sections (`--only a,b`): `bw` (copy and read-only floor), `gemv`, `norm`, `rope`,
-//! `attn`, `chain` (prefetched GEMV chain).
+//! `attn`, `chain` (prefetched GEMV chain). The GEMV section can be narrowed to batch sizes
+//! (`--batches 1,64`) and shapes (`--ops gate,qkv`), for example to profile one kernel.
 //!
 //!     cargo bench -p et-benches --bench ops_bench -- [--json ops.jsonl] [--quick]
 //!     .gpu/bin/ops_bench --json ops.jsonl        # after scripts/pack-gpu
@@ -50,6 +51,10 @@ struct Args {
     /// The GEMV section measures only these batch sizes (comma-separated; all by default).
     #[arg(long, value_delimiter = ',')]
     batches: Vec<usize>,
+    /// The GEMV section measures only the ops whose name contains one of these
+    /// (comma-separated, e.g. `gate,qkv`; all by default).
+    #[arg(long, value_delimiter = ',')]
+    ops: Vec<String>,
     /// Accepted and ignored: `cargo bench` passes it to harness-less benches.
     #[arg(long, hide = true)]
     bench: bool,
@@ -190,7 +195,7 @@ fn run() -> Res<bool> {
     let t0 = std::time::Instant::now();
     bandwidth(&gpu, &mut out)?;
     let mut ok = true;
-    let gemv = |gpu: &Cuda, out: &mut Out| gemv_all(gpu, out, &args.batches);
+    let gemv = |gpu: &Cuda, out: &mut Out| gemv_all(gpu, out, &args.batches, &args.ops);
     type Section<'a> = &'a dyn Fn(&Cuda, &mut Out) -> Res<()>;
     let sections: [(&str, Section); 5] =
         [("gemv", &gemv), ("norm", &norm_all), ("rope", &rope_all), ("attn", &attn_all), ("chain", &chain_all)];
@@ -413,6 +418,8 @@ struct Gemv<'a> {
     kind: Kind,
     tile: String,
     launch: GemvLaunch<'a>,
+    /// Time the standalone form (one launch of one layer).
+    standalone: bool,
     /// Also time the resident form (L layers in one launch).
     resident: bool,
 }
@@ -486,7 +493,7 @@ fn gemv_one(gpu: &Cuda, out: &mut Out, g: &Gemv<'_>, pool: &Pool, seed: u64) -> 
         Ok((x, d))
     };
     // standalone: L = 1, copy i % copies
-    {
+    if g.standalone {
         let mut y = gpu.poisoned::<bf16>(&[b, n])?;
         let mut part = gpu.poisoned::<f32>(&[splits, b, n])?;
         let launch_copy = |c: usize, x: &CudaTensor<bf16>, part: &mut CudaTensor<f32>, y: &mut CudaTensor<bf16>| {
@@ -575,8 +582,9 @@ macro_rules! splitk {
     };
 }
 
-fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
+fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize], ops: &[String]) -> Res<()> {
     let tasks = |nt: usize, rt: usize| format!("{nt} rows x {rt} tasks");
+    let no_prefetch = |nt: usize, rt: usize| format!("{nt} rows x {rt}, no prefetch");
     let split = |nt: usize, rt: usize, s: usize, ks: usize| format!("{nt}x{ks} x {} + reduce {}", rt * s, rt * 8);
     // (op, N, K, kernels at B = 1, 8, 16, 64 as (batch, kind, tile, launch)), pool per shape
     type Entry<'a> = (usize, Kind, String, GemvLaunch<'a>);
@@ -588,6 +596,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
             1,
             vec![
                 (1, Kind::Plain, tasks(32, 128), plain!(gemv_q_b1)),
+                (1, Kind::Plain, no_prefetch(32, 128), plain!(gemv_q_b1_np)),
                 (1, Kind::Plain, tasks(16, 256), plain!(gemv_q_b1_nt16)),
                 (1, Kind::Plain, tasks(64, 64), plain!(gemv_q_b1_nt64)),
                 (16, Kind::Plain, tasks(32, 128), plain!(gemv_q_b16)),
@@ -605,6 +614,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
             1,
             vec![
                 (1, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b1)),
+                (1, Kind::Plain, no_prefetch(48, 128), plain!(gemv_qkv_b1_np)),
                 (8, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b8)),
                 (16, Kind::Plain, tasks(48, 128), plain!(gemv_qkv_b16)),
                 (16, Kind::SplitK(4), split(192, 32, 4, 1024), splitk!(splitk_qkv_b16)),
@@ -619,6 +629,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
             2,
             vec![
                 (1, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b1)),
+                (1, Kind::Silu, no_prefetch(112, 128), silu!(gemv_gateup_b1_np)),
                 (8, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b8)),
                 (16, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b16)),
                 (64, Kind::Silu, tasks(112, 128), silu!(gemv_gateup_b64)),
@@ -631,6 +642,7 @@ fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
             1,
             vec![
                 (1, Kind::Plain, tasks(32, 128), plain!(gemv_down_b1)),
+                (1, Kind::Plain, no_prefetch(32, 128), plain!(gemv_down_b1_np)),
                 (8, Kind::Plain, tasks(32, 128), plain!(gemv_down_b8)),
                 (16, Kind::Plain, tasks(32, 128), plain!(gemv_down_b16)),
                 (16, Kind::SplitK(8), split(256, 16, 8, 1792), splitk!(splitk_down_b16)),
@@ -641,6 +653,12 @@ fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
     ];
     let mut failed = Vec::new();
     for (si, (op, n, k, mats, entries)) in shapes.into_iter().enumerate() {
+        if !ops.is_empty() && !ops.iter().any(|o| op.contains(o.as_str())) {
+            continue;
+        }
+        if !batches.is_empty() && !entries.iter().any(|e| batches.contains(&e.0)) {
+            continue;
+        }
         let pool = gemv_pool(gpu, n, k, mats, 10 + 10 * si as u64)?;
         for (ei, (batch, kind, tile, launch)) in entries.into_iter().enumerate() {
             if !batches.is_empty() && !batches.contains(&batch) {
@@ -652,7 +670,9 @@ fn gemv_all(gpu: &Cuda, out: &mut Out, batches: &[usize]) -> Res<()> {
             };
             // the sweep entries (tile sizes other than the chosen one) run standalone only
             let resident = !tile.starts_with("16 rows") && !tile.starts_with("64 rows");
-            let g = Gemv { op: &label, n, k, batch, kind, tile, launch, resident };
+            // without the prefetch one layer is the prefetching kernel's first layer: resident only
+            let standalone = !tile.ends_with("no prefetch");
+            let g = Gemv { op: &label, n, k, batch, kind, tile, launch, standalone, resident };
             // a failed check or launch loses this row, not the section
             if let Err(e) = gemv_one(gpu, out, &g, &pool, 1000 + 100 * si as u64 + ei as u64) {
                 println!("{label:<34} {:<26} {batch:>5} FAILED: {e}", format!("{k}->{n}"));

@@ -41,7 +41,8 @@ struct Args {
     /// which op is short of registers (the real kernel inlines them all).
     #[arg(long)]
     per_group: bool,
-    /// Write each compiled megakernel's CUDA source to `DIR/<kernel>-<schedule>.cu`.
+    /// Write each compiled megakernel's CUDA source to `DIR/<kernel>-<schedule>.cu`, and its
+    /// baseline's to `DIR/llama_baseline_<kernel>.cu`.
     #[arg(long, value_name = "DIR")]
     dump_source: Option<std::path::PathBuf>,
     /// Compile this file instead of the generated source (one stamp and one schedule):
@@ -135,6 +136,10 @@ fn main() -> Result<(), String> {
         let shape = Shape::of(stamp, 8192)?;
         let stages = source::stages(&shape);
         let src = source::cuda_source(&shape, &stages, k.cuda.block_threads);
+        if let Some(dir) = &args.dump_source {
+            let path = dir.join(format!("llama_baseline_{}.cu", k.name()));
+            std::fs::write(&path, &src).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
         let (out, _) =
             compiler.compile_source(&format!("llama_baseline_{}", k.name()), &src).map_err(|e| e.to_string())?;
         println!("=== baseline {stamp:?}\n{}", report(&out.log, &[]));

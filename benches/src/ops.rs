@@ -9,13 +9,19 @@
 //! launch ramp-up and tail amortised). Each layer reads the same `x` (the chain is through
 //! events only: the shapes are not square, and what is timed is the weight stream). A
 //! layer's task starts copying its weights into shared memory (`matvec_prefetch`) before
-//! it waits for the previous layer, as a decode step's GEMVs do.
+//! it waits for the previous layer (the prefetch-before-wait form); the `_np` kernels
+//! leave the prefetch out, as the Llama step's and the MoE layer's GEMVs do (their weights
+//! then stream through the GEMV's own path: at batch 1 the `cp.async` ring).
 
 use et_core::prelude::*;
 
 /// Plain GEMV `y[l] = x · W[l]ᵀ` (`matvec`), `RT` tasks of `NT` weight rows per layer.
 macro_rules! gemv_kernel {
     ($name:ident, bt = $bt:literal, kd = $kd:literal, nt = $nt:literal, rt = $rt:literal) => {
+        gemv_kernel!($name, bt = $bt, kd = $kd, nt = $nt, rt = $rt, prefetch = [matvec_prefetch]);
+    };
+    // `prefetch = []`: the layers' tasks copy nothing before their wait
+    ($name:ident, bt = $bt:literal, kd = $kd:literal, nt = $nt:literal, rt = $rt:literal, prefetch = [$($pf:ident)?]) => {
         /// `matvec` layer loop (see the module doc): batch, reduced extent, rows per task
         /// and tasks per layer are
         #[doc = stringify!($bt, $kd, $nt, $rt)]
@@ -31,8 +37,8 @@ macro_rules! gemv_kernel {
                 signal!(done[0, r]);
             });
             tile!(layer[l, r] in [L - 1, RT] {
-                // the weights start moving while the previous layer still runs
-                matvec_prefetch(w.tile([(l + 1) * RT + r, 0], [NT, KD]), BT);
+                // with a prefetch, the weights start moving while the previous layer still runs
+                $($pf(w.tile([(l + 1) * RT + r, 0], [NT, KD]), BT);)?
                 wait!(done[l, ..]);
                 matvec(w.tile([(l + 1) * RT + r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y.tile([l + 1, r], [BT, NT]));
                 signal!(done[l + 1, r]);
@@ -44,6 +50,10 @@ macro_rules! gemv_kernel {
 /// Gated MLP up-projection `y[l] = silu(x · G[l]ᵀ) * (x · U[l]ᵀ)` (`matvec_silu`).
 macro_rules! silu_kernel {
     ($name:ident, bt = $bt:literal, kd = $kd:literal, nt = $nt:literal, rt = $rt:literal) => {
+        silu_kernel!($name, bt = $bt, kd = $kd, nt = $nt, rt = $rt, prefetch = [matvec_prefetch_pair]);
+    };
+    // `prefetch = []`: the layers' tasks copy nothing before their wait
+    ($name:ident, bt = $bt:literal, kd = $kd:literal, nt = $nt:literal, rt = $rt:literal, prefetch = [$($pf:ident)?]) => {
         /// `matvec_silu` layer loop (see the module doc): batch, reduced extent, rows per
         /// task and tasks per layer are
         #[doc = stringify!($bt, $kd, $nt, $rt)]
@@ -60,7 +70,7 @@ macro_rules! silu_kernel {
                 signal!(done[0, r]);
             });
             tile!(layer[l, r] in [L - 1, RT] {
-                matvec_prefetch_pair(wg.tile([(l + 1) * RT + r, 0], [NT, KD]), wu.tile([(l + 1) * RT + r, 0], [NT, KD]), BT);
+                $($pf(wg.tile([(l + 1) * RT + r, 0], [NT, KD]), wu.tile([(l + 1) * RT + r, 0], [NT, KD]), BT);)?
                 wait!(done[l, ..]);
                 matvec_silu(
                     wg.tile([(l + 1) * RT + r, 0], [NT, KD]),
@@ -132,6 +142,11 @@ silu_kernel!(gemv_gateup_b1, bt = 1, kd = 4096, nt = 112, rt = 128);
 silu_kernel!(gemv_gateup_b8, bt = 8, kd = 4096, nt = 112, rt = 128);
 silu_kernel!(gemv_gateup_b16, bt = 16, kd = 4096, nt = 112, rt = 128);
 silu_kernel!(gemv_gateup_b64, bt = 64, kd = 4096, nt = 112, rt = 128);
+// batch 1 without the prefetch (the Llama step's form): the weights through the GEMV's ring
+gemv_kernel!(gemv_q_b1_np, bt = 1, kd = 4096, nt = 32, rt = 128, prefetch = []);
+gemv_kernel!(gemv_qkv_b1_np, bt = 1, kd = 4096, nt = 48, rt = 128, prefetch = []);
+gemv_kernel!(gemv_down_b1_np, bt = 1, kd = 14336, nt = 32, rt = 128, prefetch = []);
+silu_kernel!(gemv_gateup_b1_np, bt = 1, kd = 4096, nt = 112, rt = 128, prefetch = []);
 // the tile-size sweep of 4096 -> 4096
 gemv_kernel!(gemv_q_b1_nt16, bt = 1, kd = 4096, nt = 16, rt = 256);
 gemv_kernel!(gemv_q_b1_nt64, bt = 1, kd = 4096, nt = 64, rt = 64);
