@@ -327,7 +327,7 @@ impl Bench<'_> {
     }
 
     /// The baseline's logits of the cross-check step must agree with the megakernel's
-    /// under each schedule within bf16 tolerance, or the run's rows are not reported.
+    /// under each schedule within [`llama::LOGIT_TOLERANCE`], or the run's rows are not reported.
     fn cross_check(&self, config: &str, megakernel: &[(ScheduleKind, Tensor<f32>)], bl: &mut Baseline) -> Res<()> {
         let want = bl
             .step(Mode::Graph, &self.check_tokens(), &vec![0; self.batch], true)?
@@ -336,7 +336,7 @@ impl Bench<'_> {
         let scale = want.as_slice().iter().fold(0f32, |m, v| m.max(v.abs()));
         for (schedule, got) in megakernel {
             let err = got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
-            if err.is_nan() || err > 1e-2 {
+            if err.is_nan() || err > llama::LOGIT_TOLERANCE {
                 return Err(format!(
                     "{config} B = {} ({schedule:?}): the megakernel's logits differ from the baseline's by {err:.3e} \
                      of the largest",

@@ -22,9 +22,7 @@ fn max_error(got: &Tensor<f32>, want: &Tensor<f32>) -> f32 {
     got.as_slice().iter().zip(want.as_slice()).fold(0f32, |m, (g, w)| m.max((g - w).abs())) / scale
 }
 
-/// The logits' tolerance: bf16 activations (8 significant bits) rounded at other points
-/// of other sums than the reference's move logits by well under 2% of the largest.
-const LOGIT_TOL: f32 = 2e-2;
+const LOGIT_TOL: f32 = llama::LOGIT_TOLERANCE;
 
 /// (index of the largest, its lead over the second largest).
 fn top2(row: &[f32]) -> (usize, f32) {

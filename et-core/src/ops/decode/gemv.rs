@@ -29,6 +29,11 @@
 //! of each warp reading 4 KB of `x` a step from L1/L2 for its 1 KB of weights: the LM head
 //! at batch 64 went from 654 to 264 us (RESULTS run 21). Where the extents are static only
 //! the ring paths the plan's waves take are compiled ([`ring_bytes`] sizes both rings).
+//! On sm_90a, tiles of at least 32 rows take Hopper's warpgroup mma above batch 16
+//! instead (`matvec_wgmma`): a unit is 64 rows over a `k` slice, run by a warpgroup, both
+//! operands copied by `cp.async` into two 128-byte-swizzled stages of 64 `k` that
+//! `wgmma.mma_async` reads by descriptor; the gate/up GEMV at batch 64 went from 48% to 79%
+//! of the copy bandwidth (RESULTS run 33).
 //! The mma reads both operands straight from global memory in 16-byte pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
 //! mmas, which sums the same products in a permuted `k` order (the permutation is the
 //! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
@@ -46,6 +51,10 @@ use crate::tile::{TileMut, TileRef};
 /// batches work in rounds of row groups that fit it. 96 KB leaves the SM about 130 KB of
 /// L1 for the activations that the units of a slice share.
 pub const ARENA_CAP: usize = 96 * 1024;
+/// The cap on the partial sums above batch 16, where the ring ([`ring_bytes`], up to
+/// 129 KB) follows them in the same arena: 80 KB keeps the two and the Llama step's
+/// static shared memory within the card's 227 KB.
+pub const ARENA_CAP_RING: usize = 80 * 1024;
 /// The warps the work is balanced for (the default CTA of 512 threads); other CTA sizes
 /// compute the same results, less evenly spread.
 const PLAN_WARPS: usize = 16;
@@ -85,7 +94,8 @@ pub const fn plan(rows: usize, k: usize, batch: usize, mats: usize) -> Plan {
     let groups = if rows > 0 { cdiv(rows, GROUP_ROWS) } else { 1 };
     let b = if batch > 0 { batch } else { 1 };
     let w = if mats > 0 { mats } else { 1 };
-    let cap_rows = ARENA_CAP / (4 * w * b);
+    let cap = if b > 16 { ARENA_CAP_RING } else { ARENA_CAP };
+    let cap_rows = cap / (4 * w * b);
     let fit = if cap_rows > GROUP_ROWS + ROW_PAD { (cap_rows - ROW_PAD) / GROUP_ROWS } else { 1 };
     let gr = if groups < fit { groups } else { fit };
     let rs = GROUP_ROWS * gr + ROW_PAD;
@@ -94,7 +104,7 @@ pub const fn plan(rows: usize, k: usize, batch: usize, mats: usize) -> Plan {
     let (mut best, mut best_num) = (1, cdiv(w * gr, PLAN_WARPS));
     let mut s = 2;
     while s <= smax {
-        if w * s * b * rs * 4 > ARENA_CAP {
+        if w * s * b * rs * 4 > cap {
             break;
         }
         let num = cdiv(w * gr * s, PLAN_WARPS);
@@ -142,11 +152,27 @@ const fn xring_bytes(batch: usize) -> usize {
     RING_STEPS * XSTAGE_SLICES * cdiv(batch, 8) * 8 * 64
 }
 
-/// The ring bytes for a batch of `batch`: the warps' weight rings, then the activation
-/// ring ([`xring_bytes`]); none up to batch 16, where the registers hold the steps in
-/// flight.
+/// The stages in flight per warpgroup on the wgmma path (`matvec_unit_wgmma`).
+pub const WG_STAGES: usize = 2;
+
+/// One wgmma stage of one warpgroup: 64 `k` (128 bytes) of its 64 weight rows and of the
+/// batch's columns (32 up to batch 32, 64 above).
+const fn wg_stage_bytes(batch: usize) -> usize {
+    (64 + if batch > 32 { 64 } else { 32 }) * 128
+}
+
+/// The ring bytes for a batch of `batch`, none up to batch 16 (where the registers hold
+/// the steps in flight); above, the larger of the two paths': the warps' weight rings and
+/// the activation ring ([`xring_bytes`]) of the `mma.sync` path, or the warpgroups'
+/// stages ([`WG_STAGES`]) and 1 KB to align them to the swizzle's 1024-byte atoms, of
+/// the wgmma path (sm_90a).
 pub const fn ring_bytes(batch: usize) -> usize {
-    if batch > 16 { PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES + xring_bytes(batch) } else { 0 }
+    if batch <= 16 {
+        return 0;
+    }
+    let mma = PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES + xring_bytes(batch);
+    let wg = PLAN_WARPS / 4 * WG_STAGES * wg_stage_bytes(batch) + 1024;
+    if mma > wg { mma } else { wg }
 }
 
 /// The 1 KB pieces each warp of the batch-1 CUDA-core path keeps in flight through its
@@ -277,6 +303,15 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_SIMT_RING
 #define ET_GEMV_SIMT_RING 4
 #endif
+// Whether the tensor-core path above batch 16 runs on Hopper's warpgroup mma (`wgmma`,
+// sm_90a only: `matvec_wgmma`) instead of the ring of mma.sync units. 0 compiles the ring,
+// for side-by-side runs; other architectures always take the ring.
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#undef ET_GEMV_WGMMA
+#define ET_GEMV_WGMMA 0
+#elif !defined(ET_GEMV_WGMMA)
+#define ET_GEMV_WGMMA 1
+#endif
 // Whether the fused norm GEMVs (x already in shared memory) take the ring too. Off: their
 // ring's registers raised the Llama megakernels' spills (ptxas, 1B batch 1: 112 bytes
 // with it, 36 without, 48 with no ring at all), which slowed the attention more than the
@@ -317,7 +352,7 @@ struct MatvecPlan {
 };
 __device__ constexpr int matvec_cdiv(int a, int b) { return (a + b - 1) / b; }
 __device__ constexpr MatvecPlan matvec_plan(int N, int K, int B, int NW) {
-    const int cap = 96 * 1024, warps = 16, granule = 128;
+    const int cap = B > 16 ? 80 * 1024 : 96 * 1024, warps = 16, granule = 128;
     const int groups = N > 0 ? matvec_cdiv(N, 16) : 1, b = B > 0 ? B : 1;
     const int cap_rows = cap / (4 * NW * b);
     const int fit = cap_rows > 20 ? (cap_rows - 4) / 16 : 1;
@@ -341,6 +376,11 @@ __device__ constexpr MatvecPlan matvec_plan(int N, int K, int B, int NW) {
     return p;
 }
 
+// The fewest rows a weight tile has for the wgmma path: its unit is 64 rows, so a tile of
+// fewer spreads k over the warpgroups with a stage of a few rows' weights in flight each
+// (llama-3.2-1b B = 64's 16-row output and down tiles: 17.2 and 37.2 us a layer on the
+// wgmma path, 11.2 and 26.0 on the mma.sync ring; RESULTS run 33).
+constexpr int MATVEC_WG_MIN_ROWS = 32;
 // The k slices a wave can stage x for (`XSTAGE_SLICES` in gemv.rs sizes the ring).
 constexpr int MATVEC_XSTAGE_SLICES = 2;
 // The k slices that the wave of units u0.. (one a warp, `per_slice` units a slice) spans.
@@ -370,7 +410,9 @@ template <int NW, class W, class X>
 __device__ constexpr int matvec_ring_kinds() {
     constexpr int n = W::template static_extent<0>(), k = W::template static_extent<1>(),
                   b = X::template static_extent<0>();
-    return n > 0 && k > 0 && b > 16 && b <= 64 ? matvec_waves(n, k, b, NW, 16) : 3;
+    if (n > 0 && k > 0 && b > 16 && b <= 64)
+        return ET_GEMV_WGMMA && n >= MATVEC_WG_MIN_ROWS ? 0 : matvec_waves(n, k, b, NW, 16);
+    return 3;
 }
 
 // The arena's first 128 bytes: what a matvec_prefetch of this task copies for its GEMV
@@ -392,10 +434,18 @@ struct MatvecPrefetch {
 __device__ __forceinline__ unsigned int matvec_xring_bytes(int B) {
     return ET_GEMV_RING * (unsigned int)MATVEC_XSTAGE_SLICES * (unsigned int)((B + 7) / 8) * 8u * 64u;
 }
-// The weight rings of a CTA's warps above batch 16, then the activation ring (`ring_bytes`
-// in gemv.rs: 16 warps).
+// The wgmma path's stages in flight per warpgroup (`WG_STAGES` in gemv.rs), each 64 k of
+// 64 weight rows and of the batch's columns (32 up to batch 32, 64 above), 128 bytes a row.
+constexpr int MATVEC_WG_STAGES = 2;
+__device__ constexpr unsigned int matvec_wg_stage_bytes(int B) { return (64u + (B > 32 ? 64u : 32u)) * 128u; }
+// The ring bytes above batch 16 (`ring_bytes` in gemv.rs: 16 warps), the larger of the two
+// paths': the weight rings of the warps and the activation ring (mma.sync), or the stages
+// of the warpgroups and 1 KB to align them to the swizzle's 1024-byte atoms (wgmma).
 __device__ __forceinline__ unsigned int matvec_ring_bytes(int B) {
-    return B > 16 && ET_GEMV_RING >= 2 ? (blockDim.x >> 5) * ET_GEMV_RING * 1024u + matvec_xring_bytes(B) : 0u;
+    if (B <= 16) return 0u;
+    const unsigned int mma = ET_GEMV_RING >= 2 ? (blockDim.x >> 5) * ET_GEMV_RING * 1024u + matvec_xring_bytes(B) : 0u;
+    const unsigned int wg = (blockDim.x >> 7) * MATVEC_WG_STAGES * matvec_wg_stage_bytes(B) + 1024u;
+    return mma > wg ? mma : wg;
 }
 __device__ __forceinline__ unsigned int matvec_partial_bytes(int N, int K, int B, int NW) {
     if (B <= 1) return 0u;
@@ -665,6 +715,160 @@ __device__ __forceinline__ void matvec_unit_staged(const et::bf16* row0, const e
     if (ps) matvec_store_partials(c, ps, B, prs);
 }
 
+// A round's outputs: the sums over `s` slices of the partial sums (NW tiles, rows `rs`
+// apart) of groups g0.. (gn of them), in slice order, consecutive threads on consecutive
+// rows (coalesced y stores).
+template <int NW, class E>
+__device__ __forceinline__ void matvec_round_out(const float* part, int s, int B, int rs, int g0, int gn, int N,
+                                                 E& epi) {
+    const int rows = N - g0 * 16 < gn * 16 ? N - g0 * 16 : gn * 16;
+#pragma unroll 1
+    for (int e = threadIdx.x; e < B * rows; e += blockDim.x) {
+        const int b = e / rows, rl = e - b * rows;
+        float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll 1
+        for (int sl = 0; sl < s; ++sl) {
+            acc0 += part[(sl * B + b) * rs + rl];
+            if (NW > 1) acc1 += part[((s + sl) * B + b) * rs + rl];
+        }
+        epi(b, g0 * 16 + rl, acc0, acc1);
+    }
+}
+#if ET_GEMV_WGMMA
+// The shared-memory descriptor of a K-major wgmma operand at `addr`: rows of 64 k (128
+// bytes), their 16-byte pieces swizzled within each 8-row atom (the 128-byte swizzle:
+// piece c of row r lies at piece c ^ (r & 7); atoms 1024 bytes apart and 1024-aligned).
+// The k16 steps of a row start 32 bytes apart.
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned int addr) {
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+// d += a b^T on the tensor cores for one warpgroup: a 64 x 16, b NB x 16 (bf16, both from
+// shared memory by descriptor), d 64 x NB f32; a warp holds its 16 rows of d in
+// mma.sync's fragment layout (d[4 nb + i] is c[nb][i] of `mma_bf16`).
+template <int NB>
+__device__ __forceinline__ void wgmma_bf16(float (&d)[NB / 2], unsigned long long a, unsigned long long b);
+template <>
+__device__ __forceinline__ void wgmma_bf16<32>(float (&d)[16], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(a), "l"(b));
+}
+template <>
+__device__ __forceinline__ void wgmma_bf16<64>(float (&d)[32], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b));
+}
+// Keeps the compiler from moving accesses to d across the asynchronous wgmma.
+template <int NB>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[NB / 2]) {
+#pragma unroll
+    for (int i = 0; i < NB / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// A warpgroup's unit on the wgmma path: d (its warp's 16 rows, as `wgmma_bf16`) = 64 rows
+// of w (rows ws0 apart; those at or past `rows` are zeros) times the batch rows of x
+// (those at or past B are zeros) over [k_lo, k_hi). Weights and activations go through
+// the warpgroup's ring in the arena (`stages`, 1024-aligned): MATVEC_WG_STAGES stages of
+// 64 k, copied by cp.async into the swizzled layout of `wgmma_desc`, the next stage's
+// copies in flight while a stage's four wgmmas run. `bar`: the warpgroup's named barrier.
+template <int NB>
+__device__ __forceinline__ void matvec_unit_wgmma(float (&d)[NB / 2], const et::bf16* w, long long ws0, int rows,
+                                                  const et::bf16* x, long long xs0, int B, int k_lo, int k_hi,
+                                                  unsigned char* stages, int bar) {
+    constexpr int R = MATVEC_WG_STAGES, SLOT = (64 + NB) * 128;
+    const int tid = threadIdx.x & 127, steps = (k_hi - k_lo + 63) / 64;
+    const auto issue = [&](int i) {
+        if (i < steps) {
+            unsigned char* slot = stages + (i % R) * SLOT;
+            const int c = tid & 7, kk = k_lo + 64 * i + 8 * c;
+            // 16 rows a pass, eight threads a row: the 64 weight rows, then the batch rows
+#pragma unroll
+            for (int it = 0; it < (64 + NB) / 16; ++it) {
+                const int r = (tid >> 3) + 16 * it, rr = it < 4 ? r : r - 64;
+                const bool in = (it < 4 ? rr < rows : rr < B) && kk < k_hi;
+                const et::bf16* src = it < 4 ? w + rr * ws0 + kk : x + rr * xs0 + kk;
+                // past the rows or k: zeros, nothing read (0 x garbage could be NaN)
+                et::cp_async16(slot + r * 128 + ((c ^ (r & 7)) << 4), in ? src : w, in ? 16u : 0u);
+            }
+        }
+        et::cp_async_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < R - 1; ++i) issue(i);
+#pragma unroll 1
+    for (int i = 0; i < steps; ++i) {
+        // this thread's copies of step i have landed; after the barrier everyone's have,
+        // and step i - 1's wgmmas (waited for below) are done with the slot the next copy takes
+        et::cp_async_wait<R - 2>();
+        et::fence_proxy_async();
+        asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+        issue(i + R - 1);
+        const unsigned int slot = et::smem_addr(stages + (i % R) * SLOT);
+        wgmma_fence_operands<NB>(d);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int k16 = 0; k16 < 4; ++k16) wgmma_bf16<NB>(d, wgmma_desc(slot + 32 * k16), wgmma_desc(slot + 8192 + 32 * k16));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        wgmma_fence_operands<NB>(d);
+    }
+    // the warpgroup's next unit overwrites the ring
+    et::cp_async_wait<0>();
+    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+}
+// matvec_mma above batch 16 on sm_90a: a unit is 64 rows of one weight tile over one k
+// slice, run by a warpgroup (`matvec_unit_wgmma`, NB batch columns), the units of a round
+// spread over the CTA's warpgroups; partial sums and outputs as matvec_mma's. A round
+// takes the fewest k slices (at most the plan's, which the arena's partial sums hold) that
+// spread its units most evenly. `ring`: the warpgroups' stages, 1024-aligned.
+template <int NW, int NB, class E>
+__device__ __forceinline__ void matvec_wgmma(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                             const et::bf16* x, long long xs0, int B, int N, int K, float* part,
+                                             unsigned char* ring, E& epi) {
+    const int wg = threadIdx.x >> 7, wgs = blockDim.x >> 7, warp = (threadIdx.x >> 5) & 3, g = (threadIdx.x & 31) >> 2;
+    const MatvecPlan p = matvec_plan(N, K, B, NW);
+    const int groups = (N + 15) / 16;
+    unsigned char* const stages = ring + wg * MATVEC_WG_STAGES * (64 + NB) * 128;
+#pragma unroll 1
+    for (int g0 = 0; g0 < groups; g0 += p.gr) {
+        const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, rows = N - g0 * 16 < gn * 16 ? N - g0 * 16 : gn * 16;
+        const int mu = (gn + 3) / 4, per_slice = NW * mu;
+        int s = 1, best = matvec_cdiv(per_slice, wgs);
+#pragma unroll 1
+        for (int c = 2; c <= p.s; ++c) {
+            const int num = matvec_cdiv(per_slice * c, wgs);
+            if (num * s < best * c) {
+                s = c;
+                best = num;
+            }
+        }
+        const int ks = matvec_cdiv(matvec_cdiv(K, s), 64) * 64;
+        s = matvec_cdiv(K, ks);
+#pragma unroll 1
+        for (int u = wg; u < per_slice * s; u += wgs) {
+            const int sl = u / per_slice, j = (u % per_slice) / mu, m = (u % per_slice % mu) * 64;
+            const bool second = NW > 1 && j > 0;
+            const long long rs0 = second ? ws0[NW - 1] : ws0[0];
+            const et::bf16* wj = (second ? w[NW - 1] : w[0]) + (g0 * 16 + m) * rs0;
+            const int k_lo = sl * ks, k_hi = k_lo + ks < K ? k_lo + ks : K;
+            float d[NB / 2];
+#pragma unroll
+            for (int i = 0; i < NB / 2; ++i) d[i] = 0.0f;
+            matvec_unit_wgmma<NB>(d, wj, rs0, rows - m, x, xs0, B, k_lo, k_hi, stages, 1 + wg);
+            const int ml = m + 16 * warp;
+            if (ml < gn * 16)
+                matvec_store_partials(reinterpret_cast<float(&)[NB / 8][4]>(d), part + (j * s + sl) * B * p.rs + ml + g,
+                                      B, p.rs);
+        }
+        __syncthreads();
+        matvec_round_out<NW>(part, s, B, p.rs, g0, gn, N, epi);
+        // the next round overwrites the partial sums
+        if (g0 + p.gr < groups) __syncthreads();
+    }
+}
+#endif
 // acc_j[b, n] = sum_k x[b, k] w_j[n, k] for NW weight tiles w_j (same shape), n < N, b < B
 // <= 8 * NBM, k < K; calls epi(b, n, acc_0, acc_1) once per output (acc_1 = 0 when NW =
 // 1). `vec`: every row of x and of the w_j takes 16-byte loads. `part`: the arena.
@@ -753,19 +957,7 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
             matvec_store_partials(c, ps, B, p.rs);
         }
         __syncthreads();
-        // the round's outputs, consecutive threads on consecutive rows (coalesced y stores)
-        const int rows = N - g0 * 16 < gn * 16 ? N - g0 * 16 : gn * 16;
-#pragma unroll 1
-        for (int e = threadIdx.x; e < B * rows; e += blockDim.x) {
-            const int b = e / rows, rl = e - b * rows;
-            float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll 1
-            for (int s = 0; s < p.s; ++s) {
-                acc0 += part[(s * B + b) * p.rs + rl];
-                if (NW > 1) acc1 += part[((p.s + s) * B + b) * p.rs + rl];
-            }
-            epi(b, g0 * 16 + rl, acc0, acc1);
-        }
+        matvec_round_out<NW>(part, p.s, B, p.rs, g0, gn, N, epi);
         // the next round overwrites the partial sums
         if (g0 + p.gr < groups) __syncthreads();
     }
@@ -968,11 +1160,15 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
     // the weight rings after the partial sums, above batch 16 where the arena holds them
     // (rows that a prefetch copied are read from the arena instead)
     uint4 *ring = nullptr, *xring = nullptr;
-    if (NBM > 2 && !XS && batch > 16 && ET_GEMV_RING >= 2) {
+    unsigned char* wg_ring = nullptr;
+    if (NBM > 2 && !XS && batch > 16) {
         const unsigned int at = (P > 0 ? pf->end : 128u) + matvec_partial_bytes(N, K, batch, NW);
         if (at + matvec_ring_bytes(batch) <= et::arena_capacity()) {
             ring = reinterpret_cast<uint4*>(smem + at);
-            if (ET_GEMV_XSTAGE) xring = ring + (blockDim.x >> 5) * ET_GEMV_RING * 64;
+            if (ET_GEMV_XSTAGE && ET_GEMV_RING >= 2) xring = ring + (blockDim.x >> 5) * ET_GEMV_RING * 64;
+            // the wgmma stages: whole warpgroups, every row a 16-byte copy, no prefetched rows
+            if (ET_GEMV_WGMMA && N >= MATVEC_WG_MIN_ROWS && P == 0 && wv && K % 8 == 0 && blockDim.x % 128 == 0)
+                wg_ring = smem + at + ((1024u - et::smem_addr(smem + at) % 1024u) % 1024u);
         }
     }
     // Batch 1 goes through the cp.async ring where the rows take 16-byte copies, no prefetch
@@ -996,6 +1192,16 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
                 matvec_simt_ring<NW, XS>(w, ws0, x, simt_x, N, K, simt_ring, epi);
             else if (SB == -1 && batch == 1)
                 matvec_simt<NW, 1, XS, LARGE>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, 1, N, K, wv, epi);
+#if ET_GEMV_WGMMA
+            else if (NBM > 2 && wg_ring) {
+                if constexpr (NBM > 4) {
+                    if (batch > 32) matvec_wgmma<NW, 64>(w, ws0, x, xs0, batch, N, K, part, wg_ring, epi);
+                    else matvec_wgmma<NW, 32>(w, ws0, x, xs0, batch, N, K, part, wg_ring, epi);
+                } else if constexpr (NBM > 2) {
+                    matvec_wgmma<NW, 32>(w, ws0, x, xs0, batch, N, K, part, wg_ring, epi);
+                }
+            }
+#endif
             else
                 matvec_mma<NW, NBM, XS, KINDS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, ring, xring,
                                         epi);
@@ -1276,8 +1482,9 @@ mod tests {
         assert_eq!(plan(112, 4096, 64, 2).splits, 1);
         // the LM head's 256 rows at batch 64 in one round, one slice
         assert_eq!(plan(256, 2048, 64, 1), Plan { groups_per_round: 16, splits: 1, split_k: 2048, row_stride: 260 });
-        // 4104 rows at batch 64: rounds of 23 groups
-        assert_eq!(plan(4104, 24, 64, 1).groups_per_round, 23);
+        // 4104 rows at batch 64: rounds of 19 groups (80 KB of partial sums beside the ring)
+        assert_eq!(plan(4104, 24, 64, 1).groups_per_round, 19);
+        assert_eq!(plan(4104, 24, 16, 1).groups_per_round, 95);
     }
 
     #[test]
@@ -1292,10 +1499,12 @@ mod tests {
                         assert!((p.splits - 1) * p.split_k < k && p.splits * p.split_k >= k, "{what}");
                         assert_eq!(p.row_stride, 16 * p.groups_per_round + 4, "{what}");
                         let bytes = partial_bytes(&[rows, k], &[batch, k], mats);
-                        assert!(bytes <= ARENA_CAP, "{what}: {bytes} bytes");
+                        assert!(bytes <= if batch > 16 { ARENA_CAP_RING } else { ARENA_CAP }, "{what}: {bytes} bytes");
                         let sums = if batch > 1 { mats * p.splits * batch * p.row_stride * 4 } else { 0 };
                         assert_eq!(bytes, sums, "{what}");
                         let sized = PREFETCH_RECORD + bytes + ring_bytes(batch);
+                        // room for 12 KB of the kernel's static shared memory on a 227 KB card
+                        assert!(sized <= 215 * 1024, "{what}: {sized} bytes");
                         assert_eq!(
                             arena_bytes(&[rows, k], &[batch, k], mats),
                             sized.max(PREFETCH_RECORD + simt_x_bytes(k) + SIMT_RING_BYTES)
@@ -1316,13 +1525,17 @@ mod tests {
         assert_eq!(matvec_split::smem(&[w, x, &[1, 16, 72]]), one);
         assert_eq!(matvec_silu::smem(&[w, w, x, &[16, 72]]), arena_bytes(w, x, 2));
         const { assert!(matvec::OP.uses_smem && matvec_silu::OP.uses_smem && matvec_split::OP.uses_smem) };
-        // above batch 16 the rings follow the partial sums: 16 warps of 4 KB of weights,
-        // then 4 steps of two slices' activations (batch 17 as 24 rows of 64 bytes)
+        // above batch 16 the rings follow the partial sums: the larger of the mma.sync
+        // path's (16 warps' 4 KB of weights and 4 steps of two slices' activations, at
+        // batch 64 64 rows of 64 bytes: 96 KB) and the wgmma path's (4 warpgroups' two
+        // stages of 64 weight rows and 64 batch columns, 32 up to batch 32, of 128 bytes,
+        // and 1 KB of alignment: 129 KB)
         assert_eq!(ring_bytes(16), 0);
-        assert_eq!(ring_bytes(64), 64 * 1024 + 32 * 1024);
+        assert_eq!(PLAN_WARPS * RING_STEPS * RING_SLOT_BYTES + xring_bytes(64), 96 * 1024);
+        assert_eq!(ring_bytes(64), 4 * 2 * 128 * 128 + 1024);
         assert_eq!(
             arena_bytes(w, &[17, 4104], 1),
-            PREFETCH_RECORD + partial_bytes(w, &[17, 4104], 1) + 64 * 1024 + 4 * 2 * 24 * 64
+            PREFETCH_RECORD + partial_bytes(w, &[17, 4104], 1) + 4 * 2 * 96 * 128 + 1024
         );
         // batch 1 takes the record, x's row (4104 elements: 8208 bytes, to 8320 for the
         // ring's alignment) and the cp.async ring, and so does every batch whose own plan
