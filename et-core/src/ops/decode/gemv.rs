@@ -70,7 +70,7 @@ const ROW_PAD: usize = 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// 16-row groups of the weight tile per round (all of them unless the partial sums
-    /// of a round would exceed [`ARENA_CAP`]).
+    /// of a round would exceed [`ARENA_CAP`], or [`ARENA_CAP_RING`] above batch 16).
     pub groups_per_round: usize,
     /// Slices of `k` per row group: a unit is one row group of one weight tile over one
     /// slice.
@@ -88,8 +88,8 @@ const fn cdiv(a: usize, b: usize) -> usize {
 /// The work plan of a GEMV over `mats` weight tiles (1, or 2 for gate and up) of `rows x
 /// k`, at batch `batch`: the smallest number of `k` slices that spreads the units most
 /// evenly over [`PLAN_WARPS`] warps (the busiest warp's share of the bytes, `⌈units /
-/// warps⌉ / splits`, is smallest) while the partial sums fit [`ARENA_CAP`]; slices of at
-/// least 128 columns, at most 16.
+/// warps⌉ / splits`, is smallest) while the partial sums fit [`ARENA_CAP`]
+/// ([`ARENA_CAP_RING`] above batch 16); slices of at least 128 columns, at most 16.
 pub const fn plan(rows: usize, k: usize, batch: usize, mats: usize) -> Plan {
     let groups = if rows > 0 { cdiv(rows, GROUP_ROWS) } else { 1 };
     let b = if batch > 0 { batch } else { 1 };
