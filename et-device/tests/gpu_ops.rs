@@ -22,8 +22,9 @@ fn gemv_family_at_batch_1_to_64_equals_the_cpu() {
     let gpu = gpu();
     for (k, schedule) in [ScheduleKind::Static, ScheduleKind::Dynamic].into_iter().enumerate() {
         // every mma batch-fragment count that matters: 1 and 2 pieces, a partial and a full
-        // one, one row past a piece, and 5 pieces of which the last has one row
-        for batch in [1, 2, 7, 8, 9, 16, 33, 64] {
+        // one, one row past a piece, 3 pieces (sm_90a: the wgmma path's 32 columns, 8 of
+        // them zeros), and 5 pieces of which the last has one row
+        for batch in [1, 2, 7, 8, 9, 16, 24, 33, 64] {
             // 57 tiles of 72 rows: 4104 = 4096 + 8 weight rows, K = 4104 as well
             let tiles = if k == 0 { 57 } else { 3 };
             check_gemv(&gpu, batch, tiles, 100 + batch as u64 + k as u64, schedule, None, TOL);

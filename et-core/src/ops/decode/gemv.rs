@@ -438,13 +438,18 @@ __device__ __forceinline__ unsigned int matvec_xring_bytes(int B) {
 // 64 weight rows and of the batch's columns (32 up to batch 32, 64 above), 128 bytes a row.
 constexpr int MATVEC_WG_STAGES = 2;
 __device__ constexpr unsigned int matvec_wg_stage_bytes(int B) { return (64u + (B > 32 ? 64u : 32u)) * 128u; }
+// The wgmma path's ring: the stages of the CTA's warpgroups and 1 KB to align them to the
+// swizzle's 1024-byte atoms.
+__device__ __forceinline__ unsigned int matvec_wg_ring_bytes(int B) {
+    return (blockDim.x >> 7) * MATVEC_WG_STAGES * matvec_wg_stage_bytes(B) + 1024u;
+}
 // The ring bytes above batch 16 (`ring_bytes` in gemv.rs: 16 warps), the larger of the two
 // paths': the weight rings of the warps and the activation ring (mma.sync), or the stages
 // of the warpgroups and 1 KB to align them to the swizzle's 1024-byte atoms (wgmma).
 __device__ __forceinline__ unsigned int matvec_ring_bytes(int B) {
     if (B <= 16) return 0u;
     const unsigned int mma = ET_GEMV_RING >= 2 ? (blockDim.x >> 5) * ET_GEMV_RING * 1024u + matvec_xring_bytes(B) : 0u;
-    const unsigned int wg = (blockDim.x >> 7) * MATVEC_WG_STAGES * matvec_wg_stage_bytes(B) + 1024u;
+    const unsigned int wg = matvec_wg_ring_bytes(B);
     return mma > wg ? mma : wg;
 }
 __device__ __forceinline__ unsigned int matvec_partial_bytes(int N, int K, int B, int NW) {
@@ -831,6 +836,9 @@ __device__ __forceinline__ void matvec_wgmma(const et::bf16* const (&w)[NW], con
     const MatvecPlan p = matvec_plan(N, K, B, NW);
     const int groups = (N + 15) / 16;
     unsigned char* const stages = ring + wg * MATVEC_WG_STAGES * (64 + NB) * 128;
+    // the warpgroups' named barriers (1 + wg) may be the ids an earlier op of the task
+    // used with other thread counts (the attention's head groups): every warp past those
+    __syncthreads();
 #pragma unroll 1
     for (int g0 = 0; g0 < groups; g0 += p.gr) {
         const int gn = groups - g0 < p.gr ? groups - g0 : p.gr, rows = N - g0 * 16 < gn * 16 ? N - g0 * 16 : gn * 16;
@@ -1166,10 +1174,11 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
         if (at + matvec_ring_bytes(batch) <= et::arena_capacity()) {
             ring = reinterpret_cast<uint4*>(smem + at);
             if (ET_GEMV_XSTAGE && ET_GEMV_RING >= 2) xring = ring + (blockDim.x >> 5) * ET_GEMV_RING * 64;
-            // the wgmma stages: whole warpgroups, every row a 16-byte copy, no prefetched rows
-            if (ET_GEMV_WGMMA && N >= MATVEC_WG_MIN_ROWS && P == 0 && wv && K % 8 == 0 && blockDim.x % 128 == 0)
-                wg_ring = smem + at + ((1024u - et::smem_addr(smem + at) % 1024u) % 1024u);
         }
+        // the wgmma stages: whole warpgroups, every row a 16-byte copy, no prefetched rows
+        if (ET_GEMV_WGMMA && N >= MATVEC_WG_MIN_ROWS && P == 0 && wv && K % 8 == 0 && blockDim.x % 128 == 0 &&
+            at + matvec_wg_ring_bytes(batch) <= et::arena_capacity())
+            wg_ring = smem + at + ((1024u - et::smem_addr(smem + at) % 1024u) % 1024u);
     }
     // Batch 1 goes through the cp.async ring where the rows take 16-byte copies, no prefetch
     // left rows in the arena, and the arena holds the ring after what is in use: the
