@@ -9,7 +9,8 @@
 //! reference is slow) before it is timed; a wrong kernel gets no time, only an error.
 //!
 //! Sections (`--only a,b`): `bw` (copy and read-only floor), `gemv`, `norm`, `rope`,
-//! `attn`, `chain` (prefetched GEMV chain). The GEMV section can be narrowed to batch sizes
+//! `attn` (split-KV), `heads` (whole-head attention as the Llama step runs it from batch
+//! 32), `chain` (prefetched GEMV chain). The GEMV section can be narrowed to batch sizes
 //! (`--batches 1,64`) and shapes (`--ops gate,qkv`), for example to profile one kernel.
 //!
 //!     cargo bench -p et-benches --bench ops_bench -- [--json ops.jsonl] [--quick]
@@ -45,7 +46,7 @@ struct Args {
     /// 1 warm-up and 5 timed runs per figure instead of 3 and 25.
     #[arg(long)]
     quick: bool,
-    /// Run only these sections (comma-separated): bw, gemv, norm, rope, attn, chain.
+    /// Run only these sections (comma-separated): bw, gemv, norm, rope, attn, heads, chain.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// The GEMV section measures only these batch sizes (comma-separated; all by default).
@@ -187,8 +188,8 @@ fn run() -> Res<bool> {
     println!("{LEGEND}");
     let wanted = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
     for o in &args.only {
-        if !["bw", "gemv", "norm", "rope", "attn", "chain"].contains(&o.as_str()) {
-            return Err(format!("--only: unknown section `{o}` (bw, gemv, norm, rope, attn, chain)").into());
+        if !["bw", "gemv", "norm", "rope", "attn", "heads", "chain"].contains(&o.as_str()) {
+            return Err(format!("--only: unknown section `{o}` (bw, gemv, norm, rope, attn, heads, chain)").into());
         }
     }
     // the copy bandwidth is the 100% of every other row: always measured
@@ -197,8 +198,14 @@ fn run() -> Res<bool> {
     let mut ok = true;
     let gemv = |gpu: &Cuda, out: &mut Out| gemv_all(gpu, out, &args.batches, &args.ops);
     type Section<'a> = &'a dyn Fn(&Cuda, &mut Out) -> Res<()>;
-    let sections: [(&str, Section); 5] =
-        [("gemv", &gemv), ("norm", &norm_all), ("rope", &rope_all), ("attn", &attn_all), ("chain", &chain_all)];
+    let sections: [(&str, Section); 6] = [
+        ("gemv", &gemv),
+        ("norm", &norm_all),
+        ("rope", &rope_all),
+        ("attn", &attn_all),
+        ("heads", &heads_all),
+        ("chain", &chain_all),
+    ];
     for (name, f) in sections {
         if !wanted(name) {
             continue;
@@ -958,6 +965,140 @@ fn attn_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
             bytes: bytes as f64,
             note: &format!(
                 "K+V+q+out; {copies} cache copies rotated ({:.0} MB); f32 partials not counted",
+                (copies * kv_bytes) as f64 / 1e6
+            ),
+        });
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// 3d. Whole-head decode attention (the Llama step's form from batch 32)
+
+#[allow(clippy::type_complexity)]
+type HeadsLaunch<'a> = &'a dyn Fn(
+    &Cuda,
+    &CudaTensor<bf16>,
+    &CudaTensor<i32>,
+    &CudaTensor<f32>,
+    &mut CudaTensor<bf16>,
+    &mut CudaTensor<bf16>,
+    &mut CudaTensor<bf16>,
+) -> et_core::Result<LaunchReport>;
+
+macro_rules! heads {
+    ($k:ident) => {
+        &|g: &Cuda,
+          qkv: &CudaTensor<bf16>,
+          pos: &CudaTensor<i32>,
+          cs: &CudaTensor<f32>,
+          kc: &mut CudaTensor<bf16>,
+          vc: &mut CudaTensor<bf16>,
+          y: &mut CudaTensor<bf16>| { $k::launch(g, qkv, pos, cs, kc, vc, y) }
+    };
+}
+
+/// Head `h` of one sequence by the definition: RoPE of its queries and new key (rounded
+/// to bf16 as the op stores them), the cache's first `lk - 1` rows and the new key and
+/// value as row `lk - 1`, softmax, `G` rows of `D` outputs.
+fn heads_ref(qkv: &[bf16], kc: &[bf16], vc: &[bf16], p: i32, g: usize, d: usize) -> Vec<f32> {
+    let lk = kc.len() / d;
+    let turn =
+        |row: &[bf16]| -> Vec<f32> { rope_ref(row, p).into_iter().map(|x| bf16::from_f32(x).to_f32()).collect() };
+    let key = turn(&qkv[g * d..(g + 1) * d]);
+    let value: Vec<f32> = qkv[(g + 1) * d..(g + 2) * d].iter().map(|x| x.to_f32()).collect();
+    let k_at = |r: usize, i: usize| if r + 1 == lk { key[i] } else { kc[r * d + i].to_f32() };
+    let v_at = |r: usize, i: usize| if r + 1 == lk { value[i] } else { vc[r * d + i].to_f32() };
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut y = Vec::with_capacity(g * d);
+    for gi in 0..g {
+        let q = turn(&qkv[gi * d..(gi + 1) * d]);
+        let sc: Vec<f32> = (0..lk).map(|r| scale * (0..d).map(|i| q[i] * k_at(r, i)).sum::<f32>()).collect();
+        let m = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let e: Vec<f32> = sc.iter().map(|v| (v - m).exp()).collect();
+        let den: f32 = e.iter().sum();
+        y.extend((0..d).map(|i| (0..lk).map(|r| e[r] * v_at(r, i)).sum::<f32>() / den));
+    }
+    y
+}
+
+fn heads_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
+    const HK: usize = 8;
+    const G: usize = 4;
+    const D: usize = 128;
+    let configs: [(usize, usize, usize, &str, HeadsLaunch<'_>); 6] = [
+        (64, 1024, 4, "tensor cores", heads!(heads_b64_l1k)),
+        (64, 1024, 4, "CUDA cores", heads!(heads_b64_l1k_simt)),
+        (32, 1024, 2, "tensor cores", heads!(heads_b32_l1k)),
+        (32, 1024, 2, "CUDA cores", heads!(heads_b32_l1k_simt)),
+        (64, 8192, 4, "tensor cores", heads!(heads_b64_l8k)),
+        (32, 8192, 2, "tensor cores", heads!(heads_b32_l8k)),
+    ];
+    for (ci, (batch, lk, h, fold, launch)) in configs.into_iter().enumerate() {
+        let kv_bytes = 2 * batch * HK * lk * D * 2;
+        let copies = POOL_BYTES.div_ceil(kv_bytes).max(1);
+        let row = HK * (G + 2) * D;
+        let seed = 300 + 10 * ci as u64;
+        let qkv_host = random_tensor(&[copies * batch, row], seed, 1.0)?;
+        let k_host = random_tensor(&[copies * batch * HK, lk, D], seed + 1, 1.0)?;
+        let v_host = random_tensor(&[copies * batch * HK, lk, D], seed + 2, 1.0)?;
+        // every sequence at the cache's last position: the fold reads all of it
+        let p = lk as i32 - 1;
+        let cs_row: Vec<f32> = {
+            let angles: Vec<f64> =
+                (0..D / 2).map(|e| p as f64 * llama3_inv_freq(e, D, 500000.0, 8.0, 1.0, 4.0, 8192.0)).collect();
+            angles.iter().map(|a| a.cos() as f32).chain(angles.iter().map(|a| a.sin() as f32)).collect()
+        };
+        let cs = gpu.upload(&Tensor::from_vec(&[batch, D], cs_row.repeat(batch))?)?;
+        let pos = gpu.upload(&Tensor::from_vec(&[batch], vec![p; batch])?)?;
+        let qkv = gpu.upload(&qkv_host)?;
+        let (mut kc, mut vc) = (gpu.upload(&k_host)?, gpu.upload(&v_host)?);
+        let mut y = gpu.poisoned::<bf16>(&[batch, HK * G * D])?;
+        let one = |c: usize, kc: &mut CudaTensor<bf16>, vc: &mut CudaTensor<bf16>, y: &mut CudaTensor<bf16>| {
+            let (h0, h1) = (c * batch * HK, (c + 1) * batch * HK);
+            elapsed(launch(
+                gpu,
+                &*qkv.rows(c * batch..(c + 1) * batch)?,
+                &pos,
+                &cs,
+                &mut *kc.rows_mut(h0..h1)?,
+                &mut *vc.rows_mut(h0..h1)?,
+                y,
+            ))
+        };
+        let c = copies - 1;
+        one(c, &mut kc, &mut vc, &mut y)?;
+        let yd = gpu.download(&y)?;
+        let mut s = Sample::new(format!("whole-head attention B={batch} L={lk} ({fold})"));
+        for b in spread(batch, 3) {
+            for kh in [0, HK - 1] {
+                let bh = (c * batch + b) * HK + kh;
+                let q = &qkv_host.as_slice()[(c * batch + b) * row + kh * (G + 2) * D..][..(G + 2) * D];
+                let want = heads_ref(
+                    q,
+                    &k_host.as_slice()[bh * lk * D..(bh + 1) * lk * D],
+                    &v_host.as_slice()[bh * lk * D..(bh + 1) * lk * D],
+                    p,
+                    G,
+                    D,
+                );
+                for (i, w) in want.into_iter().enumerate() {
+                    s.add(yd.as_slice()[b * HK * G * D + kh * G * D + i].to_f32(), w);
+                }
+            }
+        }
+        s.check(TOL)?;
+        let t = measure(out.runs, |i| one(i % copies, &mut kc, &mut vc, &mut y))?;
+        out.row(Row {
+            op: if fold == "tensor cores" { "attention whole heads" } else { "attention whole heads (simt)" },
+            shape: &format!("KV {lk}, 8 kv x 4 q, d128"),
+            batch,
+            form: "standalone",
+            tile: &format!("{h} heads x {} tasks", batch * HK / h),
+            secs: t,
+            bytes: (kv_bytes + batch * (row + HK * G * D) * 2) as f64,
+            note: &format!(
+                "K+V+qkv+out, {fold}; {copies} cache copies rotated ({:.0} MB)",
                 (copies * kv_bytes) as f64 / 1e6
             ),
         });

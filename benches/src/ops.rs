@@ -241,6 +241,46 @@ attention_kernel!(attn_b1_l8k, bt = 1, lk = 8192, c = 256, s = 32);
 attention_kernel!(attn_b16_l1k, bt = 16, lk = 1024, c = 512, s = 2);
 attention_kernel!(attn_b16_l8k, bt = 16, lk = 8192, c = 4096, s = 2);
 
+/// Whole-head decode attention as the Llama step runs it from batch 32: `BT` sequences,
+/// 8 KV heads of 4 query heads at head dim 128, `H` KV heads a task (`KH` tasks a
+/// sequence). A task ropes its queries and new key, folds the whole cache of `LK`
+/// positions, writes the normalised output and appends the new key and value (`$op`:
+/// `attention_rope_heads`, the tensor-core fold, or `attention_rope_heads_simt`).
+macro_rules! heads_kernel {
+    ($name:ident, $op:ident, bt = $bt:literal, lk = $lk:literal, h = $h:literal, kh = $kh:literal) => {
+        /// whole-head attention: sequences, cache length, KV heads a task, tasks a sequence:
+        #[doc = stringify!($bt, $lk, $h, $kh)]
+        #[megakernel(dims(BT = $bt, HK = 8, G = 4, D = 128, LK = $lk, H = $h, KH = $kh))]
+        pub fn $name(
+            qkv: &Tensor<bf16, { [BT, HK * (G + 2) * D] }>,
+            pos: &Tensor<i32, { [BT] }>,
+            cs: &Tensor<f32, { [BT, D] }>,
+            kc: &mut Tensor<bf16, { [BT * HK, LK, D] }>,
+            vc: &mut Tensor<bf16, { [BT * HK, LK, D] }>,
+            out: &mut Tensor<bf16, { [BT, HK * G * D] }>,
+        ) {
+            tile!(attend[b, kp] in [BT, KH] {
+                $op(
+                    qkv.tile([b, kp], [1, H * (G + 2) * D]),
+                    pos.tile([b], [1]),
+                    cs.tile([b, 0], [1, D]),
+                    0.08838834764831845,
+                    kc.tile([b * KH + kp, 0, 0], [H, LK, D]),
+                    vc.tile([b * KH + kp, 0, 0], [H, LK, D]),
+                    out.tile([b, kp], [1, H * G * D]),
+                );
+            });
+        }
+    };
+}
+// the 8b stamps' forms: B = 64 four heads a task, B = 32 two (128 tasks, one wave)
+heads_kernel!(heads_b64_l1k, attention_rope_heads, bt = 64, lk = 1024, h = 4, kh = 2);
+heads_kernel!(heads_b64_l1k_simt, attention_rope_heads_simt, bt = 64, lk = 1024, h = 4, kh = 2);
+heads_kernel!(heads_b32_l1k, attention_rope_heads, bt = 32, lk = 1024, h = 2, kh = 4);
+heads_kernel!(heads_b32_l1k_simt, attention_rope_heads_simt, bt = 32, lk = 1024, h = 2, kh = 4);
+heads_kernel!(heads_b64_l8k, attention_rope_heads, bt = 64, lk = 8192, h = 4, kh = 2);
+heads_kernel!(heads_b32_l8k, attention_rope_heads, bt = 32, lk = 8192, h = 2, kh = 4);
+
 /// A chain of dependent GEMVs `h[l + 1] = W[l] · h[l]` at batch 1, `RT` tasks of `NT` rows
 /// per step, each task streaming its weight tile into shared memory with `matvec_prefetch`
 /// *before* waiting for the previous step, then `matvec` after the wait.

@@ -668,7 +668,9 @@ macro_rules! llama_8b {
 // 28% faster at B = 64 (2.740 against 3.804 ms) and 4% at B = 32 (RESULTS run 24).
 // At 8b's head dim 128 the tensor-core fold (RESULTS run 26) made B = 64 15% faster (KV
 // 1024; 47% at KV 8192) but B = 8 5% and B = 32 12% slower: its registers cost the GEMVs
-// of those megakernels more than the attention gained, so they take the `_simt` ops.
+// of those megakernels more than the attention gained, so B = 8 takes the `_simt` op.
+// Since the wgmma GEMV (no fragment registers) B = 32 is 7.6% faster with the tensor-core
+// fold (7.310 against 7.908 ms, RESULTS run 34), and takes it.
 // At 1b B = 1 the output projection merges the pieces itself (`merged(..)`, RESULTS run
 // 29); at B = 8 that merge re-reads 128 KB of pieces per projection task and lost, and
 // at 8b B = 1 its `S = 8` pieces (two warp steps of head dim 128) and 128 KB lost too.
@@ -735,7 +737,7 @@ llama_8b!(
     decode_8b_b32,
     B = 32,
     S = 1,
-    attention = heads(attention_rope_heads_simt, H = 2, KH = 4),
+    attention = heads(attention_rope_heads, H = 2, KH = 4),
     norms = reducing(norm1, norm2, final_norm_row)
 );
 llama_8b!(

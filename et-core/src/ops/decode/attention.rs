@@ -55,6 +55,11 @@ macro_rules! chunk_cuda {
 #ifndef ET_ATTN_ROWS
 #define ET_ATTN_ROWS 2
 #endif
+// ET_ATTN_SIMT_TC=1 (in ET_NVRTC_OPTIONS) compiles the `_simt` ops with the tensor-core
+// fold, so that one binary measures a stamp's choice between the two forms side by side.
+#ifndef ET_ATTN_SIMT_TC
+#define ET_ATTN_SIMT_TC 0
+#endif
 
 // 2^x (the MUFU instruction, as __expf uses it after its multiply)
 __device__ __forceinline__ float attn_ex2(float x) {
@@ -806,7 +811,7 @@ rope_split_op! { chunk_cuda!(r#"
 template <class QKV, class P, class CS, class K, class V, class O, class M>
 __device__ void attention_rope_split_lazy_simt(QKV qkv, P pos, CS cs, long long part, long long parts, float scale,
                                                K kc, V vc, O o, M ml) {
-    rope_split_piece<true, false>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
+    rope_split_piece<true, ET_ATTN_SIMT_TC != 0>(qkv, pos, cs, part, parts, scale, kc, vc, o, ml);
 }
 "#);
     /// [`attention_rope_split_lazy`] with its fold on the CUDA cores at both head dims:
@@ -1020,7 +1025,7 @@ __device__ void attention_rope_heads(QKV qkv, P pos, CS cs, float scale, K kc, V
 rope_heads_op! { heads_cuda!(r#"
 template <class QKV, class P, class CS, class K, class V, class Y>
 __device__ void attention_rope_heads_simt(QKV qkv, P pos, CS cs, float scale, K kc, V vc, Y out) {
-    rope_heads<false>(qkv, pos, cs, scale, kc, vc, out);
+    rope_heads<ET_ATTN_SIMT_TC != 0>(qkv, pos, cs, scale, kc, vc, out);
 }
 "#);
     /// [`attention_rope_heads`] with its fold on the CUDA cores at both head dims: the same

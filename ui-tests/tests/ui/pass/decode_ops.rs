@@ -91,6 +91,7 @@ gemv_kernel!(decode_gemv_b7, 7);
 gemv_kernel!(decode_gemv_b8, 8);
 gemv_kernel!(decode_gemv_b9, 9);
 gemv_kernel!(decode_gemv_b16, 16);
+gemv_kernel!(decode_gemv_b24, 24);
 gemv_kernel!(decode_gemv_b33, 33);
 gemv_kernel!(decode_gemv_b64, 64);
 
@@ -425,6 +426,7 @@ pub fn check_gemv<B: Backend>(
                     8 => launch!(decode_gemv_b8),
                     9 => launch!(decode_gemv_b9),
                     16 => launch!(decode_gemv_b16),
+                    24 => launch!(decode_gemv_b24),
                     33 => launch!(decode_gemv_b33),
                     64 => launch!(decode_gemv_b64),
                     _ => panic!("no GEMV kernel for batch {batch}"),
