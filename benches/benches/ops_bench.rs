@@ -878,6 +878,23 @@ fn rope_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
 // ---------------------------------------------------------------------------------------
 // 3c. Split-KV decode attention
 
+/// One query row `q` attending to `lk` cache rows by the definition (f32): softmax of the
+/// scores `q · k_at(r, ..) / sqrt(d)`, then the weighted sum of `v_at(r, ..)`; `d` outputs.
+fn attend_ref(
+    q: &[f32],
+    lk: usize,
+    k_at: impl Fn(usize, usize) -> f32,
+    v_at: impl Fn(usize, usize) -> f32,
+) -> Vec<f32> {
+    let d = q.len();
+    let scale = 1.0 / (d as f32).sqrt();
+    let sc: Vec<f32> = (0..lk).map(|r| scale * (0..d).map(|i| q[i] * k_at(r, i)).sum::<f32>()).collect();
+    let m = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = sc.iter().map(|v| (v - m).exp()).collect();
+    let den: f32 = e.iter().sum();
+    (0..d).map(|i| (0..lk).map(|r| e[r] * v_at(r, i)).sum::<f32>() / den).collect()
+}
+
 #[allow(clippy::type_complexity)]
 type AttnLaunch<'a> = &'a dyn Fn(
     &Cuda,
@@ -933,21 +950,17 @@ fn attn_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
         one(c, &mut o, &mut ml, &mut y)?;
         let yd = gpu.download(&y)?;
         let mut s = Sample::new(format!("attention B={batch} L={lk}"));
-        let scale = 1.0 / (D as f32).sqrt();
         for b in spread(batch, 3) {
             for h in [0, HK - 1] {
                 let bh = c * batch * HK + b * HK + h;
                 let kr = &k_host.as_slice()[bh * lk * D..(bh + 1) * lk * D];
                 let vr = &v_host.as_slice()[bh * lk * D..(bh + 1) * lk * D];
                 for g in 0..G {
-                    let qr = &q_host.as_slice()[(bh * G + g) * D..(bh * G + g + 1) * D];
-                    let sc: Vec<f32> = (0..lk).map(|p| scale * dot(qr, &kr[p * D..(p + 1) * D])).collect();
-                    let m = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let e: Vec<f32> = sc.iter().map(|v| (v - m).exp()).collect();
-                    let den: f32 = e.iter().sum();
-                    for i in 0..D {
-                        let num: f32 = (0..lk).map(|p| e[p] * vr[p * D + i].to_f32()).sum();
-                        s.add(yd.as_slice()[((b * HK + h) * G + g) * D + i].to_f32(), num / den);
+                    let q: Vec<f32> =
+                        q_host.as_slice()[(bh * G + g) * D..(bh * G + g + 1) * D].iter().map(|x| x.to_f32()).collect();
+                    let want = attend_ref(&q, lk, |p, i| kr[p * D + i].to_f32(), |p, i| vr[p * D + i].to_f32());
+                    for (i, w) in want.into_iter().enumerate() {
+                        s.add(yd.as_slice()[((b * HK + h) * G + g) * D + i].to_f32(), w);
                     }
                 }
             }
@@ -998,9 +1011,10 @@ macro_rules! heads {
     };
 }
 
-/// Head `h` of one sequence by the definition: RoPE of its queries and new key (rounded
-/// to bf16 as the op stores them), the cache's first `lk - 1` rows and the new key and
-/// value as row `lk - 1`, softmax, `G` rows of `D` outputs.
+/// One KV head of one sequence by the definition: RoPE of its queries and new key
+/// (rounded to bf16 as the op stores them), the cache's first `lk - 1` rows and the new
+/// key and value as row `lk - 1`, softmax; `g` rows of `d` outputs. `qkv` is the head's
+/// part of the QKV row: its `g` query heads, the key, the value.
 fn heads_ref(qkv: &[bf16], kc: &[bf16], vc: &[bf16], p: i32, g: usize, d: usize) -> Vec<f32> {
     let lk = kc.len() / d;
     let turn =
@@ -1009,32 +1023,24 @@ fn heads_ref(qkv: &[bf16], kc: &[bf16], vc: &[bf16], p: i32, g: usize, d: usize)
     let value: Vec<f32> = qkv[(g + 1) * d..(g + 2) * d].iter().map(|x| x.to_f32()).collect();
     let k_at = |r: usize, i: usize| if r + 1 == lk { key[i] } else { kc[r * d + i].to_f32() };
     let v_at = |r: usize, i: usize| if r + 1 == lk { value[i] } else { vc[r * d + i].to_f32() };
-    let scale = 1.0 / (d as f32).sqrt();
-    let mut y = Vec::with_capacity(g * d);
-    for gi in 0..g {
-        let q = turn(&qkv[gi * d..(gi + 1) * d]);
-        let sc: Vec<f32> = (0..lk).map(|r| scale * (0..d).map(|i| q[i] * k_at(r, i)).sum::<f32>()).collect();
-        let m = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let e: Vec<f32> = sc.iter().map(|v| (v - m).exp()).collect();
-        let den: f32 = e.iter().sum();
-        y.extend((0..d).map(|i| (0..lk).map(|r| e[r] * v_at(r, i)).sum::<f32>() / den));
-    }
-    y
+    (0..g).flat_map(|gi| attend_ref(&turn(&qkv[gi * d..(gi + 1) * d]), lk, k_at, v_at)).collect()
 }
 
 fn heads_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
     const HK: usize = 8;
     const G: usize = 4;
     const D: usize = 128;
-    let configs: [(usize, usize, usize, &str, HeadsLaunch<'_>); 6] = [
-        (64, 1024, 4, "tensor cores", heads!(heads_b64_l1k)),
-        (64, 1024, 4, "CUDA cores", heads!(heads_b64_l1k_simt)),
-        (32, 1024, 2, "tensor cores", heads!(heads_b32_l1k)),
-        (32, 1024, 2, "CUDA cores", heads!(heads_b32_l1k_simt)),
-        (64, 8192, 4, "tensor cores", heads!(heads_b64_l8k)),
-        (32, 8192, 2, "tensor cores", heads!(heads_b32_l8k)),
+    // (batch, cache length, KV heads a task, the tensor-core fold (or `_simt`), kernel)
+    let configs: [(usize, usize, usize, bool, HeadsLaunch<'_>); 6] = [
+        (64, 1024, 4, true, heads!(heads_b64_l1k)),
+        (64, 1024, 4, false, heads!(heads_b64_l1k_simt)),
+        (32, 1024, 2, true, heads!(heads_b32_l1k)),
+        (32, 1024, 2, false, heads!(heads_b32_l1k_simt)),
+        (64, 8192, 4, true, heads!(heads_b64_l8k)),
+        (32, 8192, 2, true, heads!(heads_b32_l8k)),
     ];
-    for (ci, (batch, lk, h, fold, launch)) in configs.into_iter().enumerate() {
+    for (ci, (batch, lk, h, tc, launch)) in configs.into_iter().enumerate() {
+        let fold = if tc { "tensor cores" } else { "CUDA cores" };
         let kv_bytes = 2 * batch * HK * lk * D * 2;
         let copies = POOL_BYTES.div_ceil(kv_bytes).max(1);
         let row = HK * (G + 2) * D;
@@ -1090,7 +1096,7 @@ fn heads_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
         s.check(TOL)?;
         let t = measure(out.runs, |i| one(i % copies, &mut kc, &mut vc, &mut y))?;
         out.row(Row {
-            op: if fold == "tensor cores" { "attention whole heads" } else { "attention whole heads (simt)" },
+            op: if tc { "attention whole heads" } else { "attention whole heads (simt)" },
             shape: &format!("KV {lk}, 8 kv x 4 q, d128"),
             batch,
             form: "standalone",
