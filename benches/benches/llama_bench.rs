@@ -74,6 +74,11 @@ struct Args {
     /// between the launches), to set beside the megakernel's trace.
     #[arg(long)]
     stage_profile: bool,
+    /// CTA sizes to measure the kernel-per-operator baseline at (comma-separated; default:
+    /// the megakernel stamp's). Each size other than the stamp's reports its rows as
+    /// `baseline graph, N threads` and `baseline stream, N threads`.
+    #[arg(long, value_delimiter = ',')]
+    baseline_threads: Vec<u32>,
     /// Write a Perfetto trace of one megakernel step per figure into this directory, and
     /// print its figures per tile group for one layer (`--trace-layer`).
     #[arg(long)]
@@ -98,6 +103,9 @@ struct Args {
 }
 
 type Res<T> = Result<T, String>;
+
+/// Builds a row of this run: KV length, variant, (median ms, host us), launches per step.
+type RowOf<'a> = dyn Fn(usize, &str, (f64, f64), usize) -> Res<StepRow> + 'a;
 
 fn main() {
     use clap::Parser;
@@ -214,6 +222,7 @@ fn run(args: &Args) -> Res<()> {
                 stage_profile: args.stage_profile,
                 trace_layer: args.trace_layer,
                 schedules: &args.schedules,
+                baseline_threads: &args.baseline_threads,
             };
             for r in bench.run(&args.kv, &floor_ms, args.trace.as_deref())? {
                 println!("  {config} B = {batch} KV = {}: {:<20} {:>8.3} ms/step", r.kv, r.variant, r.step_ms);
@@ -289,6 +298,8 @@ struct Bench<'a> {
     stage_profile: bool,
     trace_layer: i64,
     schedules: &'a [ScheduleKind],
+    /// The baseline's CTA sizes (empty: the stamp's).
+    baseline_threads: &'a [u32],
 }
 
 /// Median kernel time (ms) and median host time not hidden (µs) of `f`'s steps, each
@@ -443,8 +454,41 @@ impl Bench<'_> {
             }
         }
         drop(dec);
-        let mut bl = Baseline::new(self.gpu, self.weights, self.batch, positions)?;
-        self.cross_check(config, &megakernel_logits, &mut bl)?;
+        let stamp_threads = Stamp::find(&self.weights.config, self.batch).map_err(e)?.kernel().cuda.block_threads;
+        let sizes = if self.baseline_threads.is_empty() { &[stamp_threads][..] } else { self.baseline_threads };
+        for &threads in sizes {
+            rows.extend(self.baseline_rows(
+                config,
+                kvs,
+                &tokens,
+                positions,
+                threads,
+                stamp_threads,
+                &megakernel_logits,
+                &row,
+            )?);
+        }
+        Ok(rows)
+    }
+
+    /// The baseline's rows at CTAs of `threads` (named as the defaults when that is the
+    /// stamp's size), after its cross-check against the megakernel's logits.
+    #[allow(clippy::too_many_arguments)]
+    fn baseline_rows(
+        &self,
+        config: &str,
+        kvs: &[usize],
+        tokens: &[u32],
+        positions: usize,
+        threads: u32,
+        stamp_threads: u32,
+        megakernel_logits: &[(ScheduleKind, Tensor<f32>)],
+        row: &RowOf,
+    ) -> Res<Vec<StepRow>> {
+        let mut rows = Vec::new();
+        let mut bl = Baseline::new(self.gpu, self.weights, self.batch, positions, threads)?;
+        self.cross_check(config, megakernel_logits, &mut bl)?;
+        let suffix = if threads == stamp_threads { String::new() } else { format!(", {threads} threads") };
         for &kv in kvs {
             let positions = vec![kv - 1; self.batch];
             if self.stage_profile {
@@ -452,17 +496,17 @@ impl Bench<'_> {
                     "  {config} B = {} KV = {kv}: baseline GPU time per stage kernel (one step, stream)",
                     self.batch
                 );
-                for (stage, n, us) in bl.stage_profile(&tokens, &positions)? {
+                for (stage, n, us) in bl.stage_profile(tokens, &positions)? {
                     println!("    {stage:24} {n:4} launches {us:10.1} us total {:8.2} us each", us / n as f64);
                 }
             }
             let launches = bl.launches_per_step();
             for (variant, mode) in [(report::BASELINE_STREAM, Mode::Stream), (report::BASELINE_GRAPH, Mode::Graph)] {
                 let t = time_steps(self.warmup, self.steps, || {
-                    let s = bl.step(mode, &tokens, &positions, false)?;
+                    let s = bl.step(mode, tokens, &positions, false)?;
                     Ok((s.kernel, s.wall))
                 })?;
-                rows.push(row(kv, variant, t, launches)?);
+                rows.push(row(kv, &format!("{variant}{suffix}"), t, launches)?);
             }
         }
         Ok(rows)

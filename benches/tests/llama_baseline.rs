@@ -42,7 +42,7 @@ fn the_baseline_computes_the_megakernels_logits_and_tokens() {
     let w = LlamaWeights::random(&LlamaConfig::preset("llama-3.2-1b").unwrap(), 2024).unwrap();
     // an odd cache length: both take it at run time (the baseline compiles for it)
     let mut mk = Decoder::new(&gpu, &w, 1, 1000, LaunchOptions::default()).unwrap();
-    let mut bl = Baseline::new(&gpu, &w, 1, 1000).unwrap();
+    let mut bl = Baseline::new(&gpu, &w, 1, 1000, et_core::DEFAULT_THREADS).unwrap();
     // the B = 1 stamp fuses the norms into the GEMVs and merges the attention pieces in the
     // output projection: 6 kernels a layer (QKV, pieces, append, projection, gate/up,
     // down), 3 after them

@@ -117,9 +117,20 @@ impl Stored {
 
 impl<'g> Baseline<'g> {
     /// Uploads `weights` and compiles the stage kernels of the stamp for their shapes,
-    /// `batch` and a KV cache of `positions` positions per sequence. The cache starts
-    /// zeroed, the activations poisoned (NaN), as the megakernel's `Decoder` does.
-    pub fn new(gpu: &'g Cuda, weights: &LlamaWeights, batch: usize, positions: usize) -> Result<Self, Error> {
+    /// `batch` and a KV cache of `positions` positions per sequence, with CTAs of
+    /// `threads` (the stamp's own is `stamp.kernel().cuda.block_threads`; the ops take any
+    /// multiple of 32 up to 1024). The cache starts zeroed, the activations poisoned
+    /// (NaN), as the megakernel's `Decoder` does.
+    pub fn new(
+        gpu: &'g Cuda,
+        weights: &LlamaWeights,
+        batch: usize,
+        positions: usize,
+        threads: u32,
+    ) -> Result<Self, Error> {
+        if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
+            return Err(format!("the baseline's CTA size must be a multiple of 32 from 32 to 1024, not {threads}"));
+        }
         let c = &weights.config;
         let stamp = Stamp::find(c, batch).map_err(|e| e.to_string())?;
         llama::decoder::check_positions(c, positions).map_err(|e| e.to_string())?;
@@ -127,7 +138,6 @@ impl<'g> Baseline<'g> {
         shape.check(c)?;
         let stages = source::stages(&shape);
         source::check_stages(&stages)?;
-        let threads = stamp.kernel().cuda.block_threads;
         let src = source::cuda_source(&shape, &stages, threads);
         let name = format!("llama_baseline_{}", stamp.kernel().name());
         let (image, compiled) = gpu.compiler().compile_source(&name, &src).map_err(|e| e.to_string())?;
