@@ -371,7 +371,8 @@ impl Bench<'_> {
         floor_ms: &dyn Fn(&str, usize, usize) -> Option<f64>,
         trace: Option<&Path>,
     ) -> Res<Vec<StepRow>> {
-        let config = Stamp::find(&self.weights.config, self.batch).map_err(|e| e.to_string())?.geometry().preset;
+        let stamp = Stamp::find(&self.weights.config, self.batch).map_err(|e| e.to_string())?;
+        let config = stamp.geometry().preset;
         let positions = kvs.iter().copied().max().ok_or("no KV length to measure")?;
         let e = |e: llama::Error| e.to_string();
         let tokens = vec![1u32; self.batch];
@@ -454,7 +455,7 @@ impl Bench<'_> {
             }
         }
         drop(dec);
-        let stamp_threads = Stamp::find(&self.weights.config, self.batch).map_err(e)?.kernel().cuda.block_threads;
+        let stamp_threads = stamp.kernel().cuda.block_threads;
         let sizes = if self.baseline_threads.is_empty() { &[stamp_threads][..] } else { self.baseline_threads };
         for &threads in sizes {
             rows.extend(self.baseline_rows(
