@@ -12,8 +12,8 @@
 //! at a time with an online softmax per row group, then row groups and warps combine.
 //! The fold of long chunks ([`attention_partial`], [`attention_rope_split_lazy`]) moves
 //! its running max lazily and runs on the tensor cores (`mma.m16n8k16`, 16 rows a warp
-//! step; at head dim 128 two warps take the same rows, an output half each). On the CUDA
-//! cores those chunks were bound by instruction issue, not by memory.
+//! step, the rows in the mma's M dimension and the query heads in N). On the CUDA cores
+//! those chunks were bound by instruction issue, not by memory.
 
 use super::decode_cuda;
 use crate::dtype::bf16;
@@ -127,32 +127,28 @@ __device__ __forceinline__ void chunk_rows(const uint4 (&kb)[U], const uint4 (&v
 }
 
 // The lazy fold on the tensor cores (`mma.m16n8k16`, bf16 in, f32 accumulate), head dim
-// KD = 64 or 128: a warp takes 16 cache rows a step. S = Q·Kᵀ has the G query heads as
-// the rows of A (the rows from G on are zero) and the step's rows as two 8-column tiles;
-// its C fragments are, as they stand, the A fragments of P for O = P·V. The sums over the
-// head dimension and over the rows do not depend on their order, so each side takes the
-// order that lets a lane read whole 16-byte pieces of the cache: lane (g = lane / 4,
-// t = lane % 4) reads dims [8t + 32c, 8t + 32c + 8) (c < KD / 32) of key rows g and 8 + g
-// (k step s takes words 2(s % 2), 2(s % 2) + 1 of piece s / 2: the B fragment as loaded,
-// the queries' A fragment packed to match), and dims [64h + 8g, 64h + 8g + 8) of value
-// rows 2t, 2t + 1, 2t + 8, 2t + 9 (output column tile n pairs element n of those rows
-// with `prmt`, so the lane's O fragment holds dims 64h + 16t + n and 64h + 16t + 8 + n of
-// head g). A fold produces one 64-dim half h of the output: 32 accumulators a lane, which
-// keeps the fold inside the 128 registers of a 512-thread CTA at head dim 128, where two
-// warps take the same rows, one half each (the second reads the keys from L1 or L2 as
-// the first loads them; the scores are computed twice, the DRAM bytes once). P enters
-// the mma as bf16 twice, its rounding and the rest (ET_ATTN_P_SPLIT, default 1), so the
-// weights keep about 16 bits as in the f32 fold. ET_ATTN_NO_MMA keeps the CUDA-core lazy
-// fold for side-by-side runs.
+// KD = 64 or 128, with the cache rows in the mma's M dimension and the query heads in N:
+// Sᵀ = K·Qᵀ, then Oᵀ = Vᵀ·Pᵀ, so that one warp takes a block of 16 rows whole (RESULTS run
+// 36). Every key row is loaded once, and N's 8 columns hold up to 8 heads, so a block
+// costs KD/16 score mma and KD/16 output mma. (The fold before it put the heads in M,
+// where 16 rows held at most 8 heads, and at head dim 128 paired two warps on the same
+// rows, an output half each: both loaded the keys, and only L1, which the step's arena
+// takes, made the second load cheap; the whole-head op alone was 10% slower with it.)
+// The sums over the head dimension and over the rows do not depend on their order, so
+// each side takes the order that lets a lane read whole 16-byte pieces of the cache: lane
+// (g = lane / 4, t = lane % 4) reads dims [8t + 32c, 8t + 32c + 8) (c < KD / 32) of key
+// rows g and 8 + g (k step s takes words 2(s % 2), 2(s % 2) + 1 of piece s / 2: the A
+// fragment as loaded, the queries' B fragment packed to match), and dims [8g, 8g + 8)
+// (and [64 + 8g, ..) at KD = 128) of value rows 2t, 2t + 1, 2t + 8, 2t + 9, which `prmt`
+// pairs across rows into Vᵀ's A fragments; the dims of the lane's Oᵀ rows follow from
+// those pieces (`fold_dim`). The lane's columns are heads 2t and 2t + 1. Pᵀ enters as
+// the B operand: the scores' C fragment transposed 8 x 8 by `movmatrix`, as bf16 twice,
+// its rounding and the rest (ET_ATTN_P_SPLIT, default 1), so the weights keep about 16
+// bits as in the f32 fold. ET_ATTN_NO_MMA keeps the CUDA-core lazy fold for side-by-side
+// runs.
 #ifndef ET_ATTN_P_SPLIT
 #define ET_ATTN_P_SPLIT 1
 #endif
-__device__ __forceinline__ void attn_mma(float (&c)[4], unsigned a0, unsigned a2, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ unsigned attn_word(const uint4& v, int w) {
     return w == 0 ? v.x : (w == 1 ? v.y : (w == 2 ? v.z : v.w));
 }
@@ -184,23 +180,43 @@ struct AttnWarps {
     }
 };
 
-// The fold of rows [16 part, 16 part + 16), [16 (part + parts), ..) .. below `valid`, output
-// half `half` (dims [64 half, 64 half + 64)), for head g = lane / 4 (`hv`: g < G): on
-// return m is the true max (log2 domain), l the lane's part of the sum (the caller adds
-// the 4 lanes of a head) and oc the O fragments. The lane's query fragments for k steps
-// 2c and 2c + 1 (dims 8t + 32c .. + 8 of head g, one uint4): at head dim 64 packed into
-// registers from the floats s_q[g * 64 + i]; at 128 read from shared memory each step,
-// where `pack_query_fragments` left them over the floats (s_q as uint4, entry 4Gc + lane),
-// so that the fold stays inside the 128 registers of a 512-thread CTA.
+__device__ __forceinline__ void attn_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// an 8 x 8 bf16 fragment (lane: row lane / 4, columns 2 (lane % 4) + 0, 1) transposed
+__device__ __forceinline__ unsigned attn_trans(unsigned x) {
+    unsigned y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+    return y;
+}
+// the dim of Oᵀ tile i's row g (hi false) or g + 8 (hi true), for the lane of row group g
+template <int KD>
+__device__ __forceinline__ int fold_dim(int g, int i, bool hi) {
+    return KD == 128 ? (hi ? 64 : 0) + 8 * g + i : 8 * g + 2 * i + (hi ? 1 : 0);
+}
+// The fold of rows [16 part, 16 part + 16), [16 (part + parts), ..) .. below `valid`: on
+// return m[e] is the true max (log2 domain) of head 2t + e, l[e] the lane's part of its
+// sum (the caller adds the 8 lanes of a column) and oc the Oᵀ fragments. The lane's query
+// fragments for k steps 2c and 2c + 1 (dims 8t + 32c .. + 8 of head g, one uint4): at head
+// dim 64 packed into registers from the floats s_q[g * 64 + i]; at 128 read from shared
+// memory each step, where `pack_query_fragments` left them over the floats (s_q as uint4,
+// entry 4Gc + lane), to keep the fold's registers down.
 template <int KD, class K, class V>
 __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int valid, float qs, bool vec,
-                                         const et::bf16* s_new, int xr, int part, int parts, int half, float& m,
-                                         float& l, float (&oc)[8][4]) {
+                                         const et::bf16* s_new, int xr, int part, int parts, float (&m)[2],
+                                         float (&l)[2], float (&oc)[KD / 16][4]) {
     static_assert(KD == 64 || KD == 128, "mma_fold: head dim 64 or 128");
-    constexpr int KP = KD / 32; // key pieces a row, and pairs of k steps of S = Q·Kᵀ
+    constexpr int KP = KD / 32;  // key pieces a row, and pairs of k steps of Sᵀ
+    constexpr int MT = KD / 16;  // tiles of Oᵀ
+    constexpr int VP = KD / 64;  // value pieces a row: dims 8g (and 64 + 8g)
     constexpr bool SHARED_Q = KD == 128;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const bool hv = g < G;
+    const bool hv = g < G; // the lane's query fragments: head g, the B operand's column g
+    const bool hm[2] = {2 * t < G, 2 * t + 1 < G};
     uint4 qr[SHARED_Q ? 1 : KP];
     if constexpr (!SHARED_Q) {
 #pragma unroll
@@ -211,108 +227,124 @@ __device__ __forceinline__ void mma_fold(const float* s_q, int G, K k, V v, int 
         }
     }
     const uint4* const qa4 = reinterpret_cast<const uint4*>(s_q);
-    float mt = -1e30f;
-    m = -1e30f;
-    l = 0.0f;
+    float mt[2] = {-1e30f, -1e30f};
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
+    for (int e = 0; e < 2; ++e) {
+        m[e] = -1e30f;
+        l[e] = 0.0f;
+    }
 #pragma unroll
-        for (int i = 0; i < 4; ++i) oc[n][i] = 0.0f;
-    // moves the running max to mn: the sum and the accumulators (the lane's head g) rescale
-    const auto move_max = [&](float mn) {
-        const float corr = attn_ex2(m - mn);
-        l *= corr;
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            oc[n][0] *= corr;
-            oc[n][1] *= corr;
+        for (int j = 0; j < 4; ++j) oc[i][j] = 0.0f;
+    // moves the running maxima to mn: the sums and the accumulators' columns rescale
+    const auto move_max = [&](float mn0, float mn1) {
+        const float c0 = attn_ex2(m[0] - mn0), c1 = attn_ex2(m[1] - mn1);
+        l[0] *= c0;
+        l[1] *= c1;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            oc[i][0] *= c0;
+            oc[i][2] *= c0;
+            oc[i][1] *= c1;
+            oc[i][3] *= c1;
         }
-        m = mn;
+        m[0] = mn0;
+        m[1] = mn1;
     };
-    // the lane's pieces: keys rows g and 8 + g at dims 8t + 32c, values rows 2t, 2t + 1,
-    // 2t + 8, 2t + 9 of the half at dims 8g
+    // the lane's pieces: key rows g and 8 + g at dims 8t + 32c; value rows 2t, 2t + 1,
+    // 2t + 8, 2t + 9 at dims 8g + 64s
     const et::bf16* const kb = k.ptr + 8 * t;
-    const et::bf16* const vb = v.ptr + 64 * half + 8 * g;
-    // one block of loads in flight per warp: loading the next block before folding this
-    // one cost 8-21% (its 32 registers; RESULTS run 23)
+    const et::bf16* const vb = v.ptr + 8 * g;
 #pragma unroll 1
     for (int r0 = part * 16; r0 < valid; r0 += parts * 16) {
-        uint4 kq[2][KP], vq[4];
-        if (vec && r0 + 16 <= valid && (xr < r0 || xr >= r0 + 16)) {
-            // 16 rows of the cache: plain 16-byte loads, no per-piece branches
+        // full: 16 rows of the cache, plain 16-byte loads with no per-piece branches
+        const bool full = vec && r0 + 16 <= valid && (xr < r0 || xr >= r0 + 16);
+        uint4 kq[2][KP], vq[VP][4];
+        if (full) {
 #pragma unroll
             for (int j = 0; j < 2; ++j)
 #pragma unroll
                 for (int c = 0; c < KP; ++c) kq[j][c] = ld16(kb + (long long)(r0 + 8 * j + g) * k.stride[1] + 32 * c);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) vq[i] = ld16(vb + (long long)(r0 + 2 * t + (i & 1) + 8 * (i >> 1)) * v.stride[1]);
         } else {
 #pragma unroll
             for (int j = 0; j < 2; ++j)
 #pragma unroll
                 for (int c = 0; c < KP; ++c)
                     kq[j][c] = attn_piece<KD>(k, r0 + 8 * j + g, 8 * (t + 4 * c), valid, xr, s_new, vec);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                vq[i] = attn_piece<KD>(v, r0 + 2 * t + (i & 1) + 8 * (i >> 1), 64 * half + 8 * g, valid, xr, s_new + KD,
-                                       vec);
         }
-        float sc[2][4];
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) sc[j][i] = 0.0f;
+        // Sᵀ: the lane's scores are rows r0 + g (sc 0, 1) and r0 + 8 + g (sc 2, 3) of heads 2t, 2t + 1
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int c = 0; c < KP; ++c) {
             uint4 q;
             if constexpr (SHARED_Q) q = hv ? qa4[4 * G * c + lane] : make_uint4(0u, 0u, 0u, 0u);
             else q = qr[c];
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                attn_mma(sc[j], q.x, q.y, kq[j][c].x, kq[j][c].y);
-                attn_mma(sc[j], q.z, q.w, kq[j][c].z, kq[j][c].w);
-            }
+            attn_mma(sc, kq[0][c].x, kq[1][c].x, kq[0][c].y, kq[1][c].y, q.x, q.y);
+            attn_mma(sc, kq[0][c].z, kq[1][c].z, kq[0][c].w, kq[1][c].w, q.z, q.w);
         }
-        // lane's scores: head g, rows r0 + 8j + 2t + e
-        float bm = __int_as_float(0xff800000);
+        // the values after the scores: loaded beside the keys they kept 32 more registers
+        // live, and the accumulators went to local memory (ptxas, RESULTS run 36)
+        if (full) {
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
+            for (int s = 0; s < VP; ++s)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float x = hv && r0 + 8 * j + 2 * t + e < valid ? sc[j][e] * qs : __int_as_float(0xff800000);
-                sc[j][e] = x;
-                bm = fmaxf(bm, x);
-            }
-        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 1));
-        bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, 2));
-        mt = fmaxf(mt, bm);
-        if (__any_sync(0xffffffffu, bm > m + ATTN_LAZY)) move_max(fmaxf(m, bm));
-        float p[2][2];
+                for (int i = 0; i < 4; ++i)
+                    vq[s][i] = ld16(vb + (long long)(r0 + 2 * t + (i & 1) + 8 * (i >> 1)) * v.stride[1] + 64 * s);
+        } else {
 #pragma unroll
-        for (int j = 0; j < 2; ++j)
+            for (int s = 0; s < VP; ++s)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                p[j][e] = attn_ex2(sc[j][e] - m);
-                l += p[j][e];
-            }
-        const unsigned ph0 = pack2(p[0][0], p[0][1]), ph1 = pack2(p[1][0], p[1][1]);
+                for (int i = 0; i < 4; ++i)
+                    vq[s][i] = attn_piece<KD>(v, r0 + 2 * t + (i & 1) + 8 * (i >> 1), 64 * s + 8 * g, valid, xr,
+                                              s_new + KD, vec);
+        }
+        float bm[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const float lo = hm[e] && r0 + g < valid ? sc[e] * qs : __int_as_float(0xff800000);
+            const float hi = hm[e] && r0 + 8 + g < valid ? sc[2 + e] * qs : __int_as_float(0xff800000);
+            sc[e] = lo;
+            sc[2 + e] = hi;
+            float b = fmaxf(lo, hi);
+            b = fmaxf(b, __shfl_xor_sync(0xffffffffu, b, 4));
+            b = fmaxf(b, __shfl_xor_sync(0xffffffffu, b, 8));
+            b = fmaxf(b, __shfl_xor_sync(0xffffffffu, b, 16));
+            bm[e] = b;
+            mt[e] = fmaxf(mt[e], b);
+        }
+        if (__any_sync(0xffffffffu, bm[0] > m[0] + ATTN_LAZY || bm[1] > m[1] + ATTN_LAZY))
+            move_max(fmaxf(m[0], bm[0]), fmaxf(m[1], bm[1]));
+        float p[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            p[j] = attn_ex2(sc[j] - m[j & 1]);
+            l[j & 1] += p[j];
+        }
+        // Pᵀ as the B operand: rows 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1) of column (head) g
+        const unsigned ph0 = pack2(p[0], p[1]), ph1 = pack2(p[2], p[3]);
+        const unsigned b0 = attn_trans(ph0), b1 = attn_trans(ph1);
 #if ET_ATTN_P_SPLIT
-        const unsigned pl0 = pack2(p[0][0] - bf_lo(ph0), p[0][1] - bf_hi(ph0));
-        const unsigned pl1 = pack2(p[1][0] - bf_lo(ph1), p[1][1] - bf_hi(ph1));
+        const unsigned bl0 = attn_trans(pack2(p[0] - bf_lo(ph0), p[1] - bf_hi(ph0)));
+        const unsigned bl1 = attn_trans(pack2(p[2] - bf_lo(ph1), p[3] - bf_hi(ph1)));
 #endif
 #pragma unroll
-        for (int n = 0; n < 8; ++n) {
-            const unsigned sel = (n & 1) ? 0x7632u : 0x5410u;
-            const unsigned b0 = __byte_perm(attn_word(vq[0], n >> 1), attn_word(vq[1], n >> 1), sel);
-            const unsigned b1 = __byte_perm(attn_word(vq[2], n >> 1), attn_word(vq[3], n >> 1), sel);
-            attn_mma(oc[n], ph0, ph1, b0, b1);
+        for (int i = 0; i < MT; ++i) {
+            // Vᵀ tile i: rows fold_dim(g, i, false / true), columns (rows of the cache) 2t, 2t + 1 | 2t + 8, 2t + 9
+            const int w = KD == 128 ? i >> 1 : i, slo = KD == 128 ? ((i & 1) ? 0x7632 : 0x5410) : 0x5410,
+                      shi = KD == 128 ? slo : 0x7632, s_hi = KD == 128 ? 1 : 0;
+            const unsigned a0 = __byte_perm(attn_word(vq[0][0], w), attn_word(vq[0][1], w), slo);
+            const unsigned a2 = __byte_perm(attn_word(vq[0][2], w), attn_word(vq[0][3], w), slo);
+            const unsigned a1 = __byte_perm(attn_word(vq[s_hi][0], w), attn_word(vq[s_hi][1], w), shi);
+            const unsigned a3 = __byte_perm(attn_word(vq[s_hi][2], w), attn_word(vq[s_hi][3], w), shi);
+            attn_mma(oc[i], a0, a1, a2, a3, b0, b1);
 #if ET_ATTN_P_SPLIT
-            attn_mma(oc[n], pl0, pl1, b0, b1);
+            attn_mma(oc[i], a0, a1, a2, a3, bl0, bl1);
 #endif
         }
     }
-    // the lazy max to the true one
-    move_max(mt);
+    // the lazy maxima to the true ones
+    move_max(mt[0], mt[1]);
 }
 
 // The tensor-core fold's query fragments at head dim 128, packed over the G x 128 floats of
@@ -382,50 +414,52 @@ __device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V
     constexpr bool MMA = TC && LAZY && (SD == 64 || SD == 128);
 #endif
     if constexpr (MMA) {
-        constexpr int HALVES = SD / 64;
+        // every warp folds its own blocks of 16 rows; lane (g, t) ends with heads 2t, 2t + 1
+        constexpr int KD = SD == 128 ? 128 : 64, MT = KD / 16;
         const int g = lane >> 2, t = lane & 3;
-        const bool hv = g < G;
-        if constexpr (SD == 128) pack_query_fragments(s_q, G, aw);
-        // At head dim 128 the warps pair up on the same rows, an output half each; a lone
-        // warp takes both halves in turn, and the odd warp out of an odd count sits out
-        // (part -1). The second half's warp reports a sum of 0: its pair's is the same.
-        const bool paired = HALVES == 2 && warps >= 2;
-        const int parts = paired ? warps / 2 : warps;
-        const int part = !paired ? warp : (warp / 2 < parts ? warp / 2 : -1);
-        const int first = paired ? warp % 2 : 0, step = paired ? 2 : 1;
-        float m = -1e30f, l = 0.0f, c = 0.0f, oc[8][4];
-        // the pairs' rescaled outputs summed in SLOTS slots, round by round (as below)
-        const int rounds = (parts + SLOTS - 1) / SLOTS;
-        slots = parts < SLOTS ? parts : SLOTS;
-        for (int half = first; half < HALVES; half += step) {
-            if (part >= 0)
-                mma_fold<SD == 128 ? 128 : 64>(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, part,
-                                              parts, half, m, l, oc);
-            if (half == first) {
-                l += __shfl_xor_sync(0xffffffffu, l, 1);
-                l += __shfl_xor_sync(0xffffffffu, l, 2);
-                if (t == 0 && hv) {
-                    s_m[(gw0 + warp) * 8 + g] = m;
-                    s_lw[(gw0 + warp) * 8 + g] = first == 0 ? l : 0.0f;
-                }
-                aw.sync();
-                float mx = -1e30f;
-                for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[(gw0 + w) * 8 + (hv ? g : 0)]);
-                if (lt < G)
-                    for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[(gw0 + w) * 8 + lt]);
-                c = hv && l > 0.0f ? attn_ex2(m - mx) : 0.0f;
-            }
-            for (int r = 0; r < rounds; ++r) {
-                if (part >= 0 && part / SLOTS == r && hv) {
-                    float* slot = acc0 + (part % SLOTS) * (GM * DM) + g * DM + 64 * half + 16 * t;
+        if constexpr (KD == 128) pack_query_fragments(s_q, G, aw);
+        float m[2], l[2], oc[MT][4];
+        mma_fold<KD>(s_q, G, k, v, valid, scale * 1.4426950408889634f, vec, s_new, xr, warp, warps, m, l, oc);
+        float c[2];
 #pragma unroll
-                    for (int n = 0; n < 8; ++n) {
-                        slot[n] = r == 0 ? oc[n][0] * c : slot[n] + oc[n][0] * c;
-                        slot[8 + n] = r == 0 ? oc[n][1] * c : slot[8 + n] + oc[n][1] * c;
+        for (int e = 0; e < 2; ++e) {
+            l[e] += __shfl_xor_sync(0xffffffffu, l[e], 4);
+            l[e] += __shfl_xor_sync(0xffffffffu, l[e], 8);
+            l[e] += __shfl_xor_sync(0xffffffffu, l[e], 16);
+            if (g == 0 && 2 * t + e < G) {
+                s_m[(gw0 + warp) * 8 + 2 * t + e] = m[e];
+                s_lw[(gw0 + warp) * 8 + 2 * t + e] = l[e];
+            }
+        }
+        aw.sync();
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int h = 2 * t + e < G ? 2 * t + e : 0;
+            float mx = -1e30f;
+            for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[(gw0 + w) * 8 + h]);
+            c[e] = 2 * t + e < G && l[e] > 0.0f ? attn_ex2(m[e] - mx) : 0.0f;
+        }
+        if (lt < G)
+            for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[(gw0 + w) * 8 + lt]);
+        // the warps' rescaled outputs summed in SLOTS slots, round by round (as below)
+        const int rounds = (warps + SLOTS - 1) / SLOTS;
+        slots = warps < SLOTS ? warps : SLOTS;
+        for (int r = 0; r < rounds; ++r) {
+            if (warp / SLOTS == r) {
+                float* slot = acc0 + (warp % SLOTS) * (GM * DM);
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (2 * t + e >= G) continue;
+                    float* row = slot + (2 * t + e) * DM;
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        const int dl = fold_dim<KD>(g, i, false), dh = fold_dim<KD>(g, i, true);
+                        row[dl] = r == 0 ? oc[i][e] * c[e] : row[dl] + oc[i][e] * c[e];
+                        row[dh] = r == 0 ? oc[i][2 + e] * c[e] : row[dh] + oc[i][2 + e] * c[e];
                     }
                 }
-                aw.sync();
             }
+            aw.sync();
         }
     } else {
         const int lanes = D / 8, groups = 32 / lanes, rg = lane / lanes, d0 = (lane % lanes) * 8;

@@ -476,8 +476,7 @@ pub enum Attention {
     /// 8 query heads per KV head, head dim 64, cache 1024 in 4 chunks; whole heads 4 a task.
     G8D64,
     /// 2 query heads per KV head, head dim 128, cache 1024 in 4 chunks, the lazy pieces;
-    /// whole heads 3 a task (groups of 5 warps: the tensor-core fold's warps pair up on
-    /// rows, and the fifth sits out).
+    /// whole heads 3 a task (groups of 5 warps, an odd count).
     G2D128,
     /// 4 query heads per KV head, head dim 128, cache 32768 in 32 chunks; whole heads 8 a
     /// task (two rounds of four on a CTA of 16 warps).
