@@ -370,6 +370,25 @@ __device__ __forceinline__ void pack_query_fragments(float* s_q, int G, const At
 }
 
 //
+// Head h's max and sum over the warps of a group, from each warp's (max, sum) in s_m and
+// s_lw (entry (gw0 + w) * 8 + h; a warp with no rows wrote a sum of 0): lane w of every
+// warp reads warp w's entry and the warp reduces by shuffles, so each warp gets both in a
+// few shuffle latencies (a loop over the warps' entries took a shared-memory round trip a
+// warp, on the decode step's critical path: RESULTS run 37). `ex` is the fold's exponential.
+template <class EX>
+__device__ __forceinline__ void attn_head_stats(const float* s_m, const float* s_lw, int gw0, int warps, int h,
+                                                EX ex, float& mx, float& sum) {
+    const int lane = threadIdx.x & 31;
+    const float mw = lane < warps ? s_m[(gw0 + lane) * 8 + h] : -1e30f;
+    const float lw = lane < warps ? s_lw[(gw0 + lane) * 8 + h] : 0.0f;
+    mx = mw;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    sum = lw > 0.0f ? lw * ex(mw - mx) : 0.0f;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+}
+
 // HG > 1: the CTA folds up to HG chunks at once, one per group of warps (`aw`), each with
 // shared-memory slots of its own. NORM: `o` takes the normalised output, o.store(g, i, x),
 // and `ml` is not written (the whole cache in one chunk needs no merge). TC: the lazy fold
@@ -406,7 +425,8 @@ __device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V
         return;
     }
     const bool vec = vec_rows(k.ptr, k.stride[1], k.stride[2]) && vec_rows(v.ptr, v.stride[1], v.stride[2]);
-    float mine = -1e30f; // head threadIdx.x's block max, for thread g < G
+    float mine = -1e30f; // head lt's max over the warps, for thread lt < G
+    float sum = 0.0f;    // head lt's sum over the warps (scaled to `mine`), for thread lt < G
     int slots;           // the shared-memory slots the warps' outputs were summed into
 #ifdef ET_ATTN_NO_MMA
     constexpr bool MMA = false;
@@ -432,20 +452,26 @@ __device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V
             }
         }
         aw.sync();
+        c[0] = c[1] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int h = 2 * t + e < G ? 2 * t + e : 0;
-            float mx = -1e30f;
-            for (int w = 0; w < warps; ++w) mx = fmaxf(mx, s_m[(gw0 + w) * 8 + h]);
-            c[e] = 2 * t + e < G && l[e] > 0.0f ? attn_ex2(m[e] - mx) : 0.0f;
+        for (int h = 0; h < GM; ++h) {
+            if (h >= G) break;
+            float mx, sm;
+            attn_head_stats(s_m, s_lw, gw0, warps, h, ex, mx, sm);
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (h == 2 * t + e && l[e] > 0.0f) c[e] = attn_ex2(m[e] - mx);
+            if (lt == h) {
+                mine = mx;
+                sum = sm;
+            }
         }
-        if (lt < G)
-            for (int w = 0; w < warps; ++w) mine = fmaxf(mine, s_m[(gw0 + w) * 8 + lt]);
-        // the warps' rescaled outputs summed in SLOTS slots, round by round (as below)
-        const int rounds = (warps + SLOTS - 1) / SLOTS;
-        slots = warps < SLOTS ? warps : SLOTS;
+        // the warps' rescaled outputs summed in SLOTS slots, round by round (as below); the
+        // warps past the rows (a short piece's) hold nothing and take no round
+        const int act = min(warps, (valid + 15) / 16), rounds = (act + SLOTS - 1) / SLOTS;
+        slots = act < SLOTS ? act : SLOTS;
         for (int r = 0; r < rounds; ++r) {
-            if (warp / SLOTS == r) {
+            if (warp / SLOTS == r && warp < act) {
                 float* slot = acc0 + (warp % SLOTS) * (GM * DM);
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
@@ -602,16 +628,20 @@ __device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V
         for (int g = 0; g < GM; ++g) {
             c[g] = 0.0f;
             if (g >= G) break;
-            float mx = lane < warps ? s_m[(gw0 + lane) * 8 + g] : -1e30f;
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            if (lt == g) mine = mx;
+            float mx, sm;
+            attn_head_stats(s_m, s_lw, gw0, warps, g, ex, mx, sm);
+            if (lt == g) {
+                mine = mx;
+                sum = sm;
+            }
             c[g] = l[g] > 0.0f ? ex(m[g] - mx) : 0.0f;
         }
-        const int rounds = (warps + SLOTS - 1) / SLOTS;
-        slots = warps < SLOTS ? warps : SLOTS;
+        // the warps past the rows hold nothing and take no round
+        const int act = min(warps, (valid + groups * (LAZY ? 1 : R) - 1) / (groups * (LAZY ? 1 : R)));
+        const int rounds = (act + SLOTS - 1) / SLOTS;
+        slots = act < SLOTS ? act : SLOTS;
         for (int r = 0; r < rounds; ++r) {
-            if (warp / SLOTS == r && lane < lanes) {
+            if (warp / SLOTS == r && warp < act && lane < lanes) {
                 float* slot = acc0 + (warp % SLOTS) * (GM * DM);
 #pragma unroll
                 for (int g = 0; g < GM; ++g) {
@@ -626,14 +656,8 @@ __device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V
             aw.sync();
         }
     }
-    // head lt's sum over the warps
-    float sum = 0.0f;
-    if (lt < G) {
-        for (int w = 0; w < warps; ++w) {
-            const float lw = s_lw[(gw0 + w) * 8 + lt];
-            if (lw > 0.0f) sum += lw * ex(s_m[(gw0 + w) * 8 + lt] - mine);
-        }
-        if constexpr (NORM) s_sum[aw.group * 8 + lt] = sum;
+    if constexpr (NORM) {
+        if (lt < G) s_sum[aw.group * 8 + lt] = sum;
     }
     // the normalised output divides by the sums
     if constexpr (NORM) aw.sync();
