@@ -369,7 +369,6 @@ __device__ __forceinline__ void pack_query_fragments(float* s_q, int G, const At
     aw.sync();
 }
 
-//
 // Head h's max and sum over the warps of a group, from each warp's (max, sum) in s_m and
 // s_lw (entry (gw0 + w) * 8 + h; a warp with no rows wrote a sum of 0): lane w of every
 // warp reads warp w's entry and the warp reduces by shuffles, so each warp gets both in a
@@ -389,6 +388,7 @@ __device__ __forceinline__ void attn_head_stats(const float* s_m, const float* s
     for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 }
 
+//
 // HG > 1: the CTA folds up to HG chunks at once, one per group of warps (`aw`), each with
 // shared-memory slots of its own. NORM: `o` takes the normalised output, o.store(g, i, x),
 // and `ml` is not written (the whole cache in one chunk needs no merge). TC: the lazy fold
@@ -636,8 +636,9 @@ __device__ __forceinline__ void attention_chunk(float* s_q, int G, int D, K k, V
             }
             c[g] = l[g] > 0.0f ? ex(m[g] - mx) : 0.0f;
         }
-        // the warps past the rows hold nothing and take no round
-        const int act = min(warps, (valid + groups * (LAZY ? 1 : R) - 1) / (groups * (LAZY ? 1 : R)));
+        // the warps past the rows hold nothing and take no round (warp w's first row is
+        // w * step)
+        const int step = LAZY ? groups : groups * R, act = min(warps, (valid + step - 1) / step);
         const int rounds = (act + SLOTS - 1) / SLOTS;
         slots = act < SLOTS ? act : SLOTS;
         for (int r = 0; r < rounds; ++r) {
