@@ -69,6 +69,21 @@ pub enum Error {
         /// The extent it must be below.
         bound: i64,
     },
+    /// An element received more signals than its count (a count declared for, or read
+    /// for, an event signalled through routing data, which resolution cannot count): the
+    /// tasks waiting on it may have run before the late producer's writes.
+    Overcount {
+        /// The megakernel.
+        kernel: String,
+        /// The task whose signal went past the count, e.g. `down[3, 0, 1]`.
+        task: String,
+        /// The event element, e.g. `done[5]`.
+        element: String,
+        /// The signals received, this one included.
+        value: u32,
+        /// The count that completes the element.
+        expected: u32,
+    },
     /// A task panicked (a tile op's assertion on the CPU backend).
     TaskPanic {
         /// The task.
@@ -115,6 +130,11 @@ impl fmt::Display for Error {
                     at.join(", ")
                 )
             }
+            Error::Overcount { kernel, task, element, value, expected } => write!(
+                f,
+                "megakernel `{kernel}` stopped: task {task} signalled {element} past its count ({value} signals of \
+                 {expected}), so the tasks waiting on it may have run before this producer's writes"
+            ),
             Error::TaskPanic { task, message } => write!(f, "task {task} panicked: {message}"),
             Error::Unavailable(m) => write!(f, "backend unavailable: {m}"),
             Error::Compile { kernel, log } => write!(f, "CUDA compilation of megakernel `{kernel}` failed:\n{log}"),

@@ -19,10 +19,27 @@ impl<T: Element> std::fmt::Debug for Tensor<T> {
     }
 }
 
+/// The number of elements of `shape`, or `None` when the product overflows `usize`.
+///
+/// Checked because a wrapped product would size the storage below the shape, and a launch
+/// trusts the shape: tiles are bounds-checked against it, not against the storage.
+fn element_count(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// [`element_count`], for constructors that cannot return an error.
+fn element_count_or_panic(shape: &[usize]) -> usize {
+    element_count(shape).unwrap_or_else(|| panic!("tensor shape {shape:?} has more elements than usize can count"))
+}
+
 impl<T: Element> Tensor<T> {
     /// A tensor of `shape` filled with `value`.
+    ///
+    /// # Panics
+    /// When the number of elements overflows `usize` (as `vec!` does when it cannot
+    /// allocate them).
     pub fn full(shape: &[usize], value: T) -> Self {
-        Tensor { shape: shape.to_vec(), data: vec![value; shape.iter().product()] }
+        Tensor { shape: shape.to_vec(), data: vec![value; element_count_or_panic(shape)] }
     }
 
     /// A tensor of zeros.
@@ -35,9 +52,14 @@ impl<T: Element> Tensor<T> {
         Self::full(shape, T::poison())
     }
 
-    /// Wraps row-major data. Errors when `data.len()` is not the product of `shape`.
+    /// Wraps row-major data. Errors when `data.len()` is not the product of `shape` (or
+    /// that product overflows `usize`).
     pub fn from_vec(shape: &[usize], data: Vec<T>) -> Result<Self, crate::Error> {
-        let n: usize = shape.iter().product();
+        let Some(n) = element_count(shape) else {
+            return Err(crate::Error::Shape(format!(
+                "Tensor::from_vec: shape {shape:?} has more elements than usize can count"
+            )));
+        };
         if n != data.len() {
             return Err(crate::Error::Shape(format!(
                 "Tensor::from_vec: shape {shape:?} holds {n} elements, but {} were given",
@@ -48,9 +70,12 @@ impl<T: Element> Tensor<T> {
     }
 
     /// A tensor of values drawn uniformly from `[-1, 1)` with a seeded generator.
+    ///
+    /// # Panics
+    /// As [`Tensor::full`].
     pub fn random(shape: &[usize], seed: u64) -> Self {
         let mut rng = SplitMix64::new(seed);
-        let n = shape.iter().product();
+        let n = element_count_or_panic(shape);
         Tensor { shape: shape.to_vec(), data: (0..n).map(|_| T::from_f32(rng.unit_f32() * 2.0 - 1.0)).collect() }
     }
 

@@ -109,6 +109,9 @@ impl<'a> DimTable<'a> {
 struct Spans {
     dims: Vec<TokenStream>,
     events: Vec<TokenStream>,
+    event_extents: Vec<Vec<TokenStream>>,
+    tensor_extents: Vec<Vec<TokenStream>>,
+    domain_extents: Vec<Vec<TokenStream>>,
     counts: Vec<Option<TokenStream>>,
     groups: Vec<TokenStream>,
     conditions: HashMap<usize, TokenStream>,
@@ -122,6 +125,13 @@ impl Spans {
         match loc {
             Location::Dim(d) => &self.dims[d as usize],
             Location::Event(e) => &self.events[e as usize],
+            Location::EventExtent { event, dim } => {
+                self.event_extents[event as usize].get(dim as usize).unwrap_or(&self.events[event as usize])
+            }
+            Location::TensorExtent { tensor, dim } => &self.tensor_extents[tensor as usize][dim as usize],
+            Location::DomainExtent { group, dim } => {
+                self.domain_extents[group as usize].get(dim as usize).unwrap_or(&self.groups[group as usize])
+            }
             Location::EventCount(e) => self.counts[e as usize].as_ref().unwrap_or(&self.events[e as usize]),
             Location::Group(g) => &self.groups[g as usize],
             Location::Condition(g) => self.conditions.get(&(g as usize)).unwrap_or(&self.groups[g as usize]),
@@ -155,6 +165,7 @@ pub fn analyze(m: &Megakernel, args: &Args, errors: &mut Errors) -> Option<Analy
         dims.iter().map(|d| if let DimKind::Static(v) = d.kind { Some(v) } else { None }).collect();
     let dt = DimTable { names: &dim_names, statics: &statics };
     let tensors = lower_tensors(m, &dt, errors);
+    spans.tensor_extents = m.params.iter().map(|p| p.shape.iter().map(tokens).collect()).collect();
     let param_names: Vec<String> = m.params.iter().map(|p| p.name.to_string()).collect();
     let events = lower_events(m, &dt, &param_names, &mut spans, errors);
     let mut groups = Vec::new();
@@ -315,7 +326,11 @@ fn lower_tensors(m: &Megakernel, dt: &DimTable, errors: &mut Errors) -> Vec<Tens
     let scope = dt.scope(&[], "a tensor extent");
     m.params
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(k, p)| {
+            if m.params[..k].iter().any(|o| o.name == p.name) {
+                errors.error(p.name.span(), format!("tensor parameter `{}` is declared twice", p.name));
+            }
             let dtype = DType::from_rust_name(&p.dtype.to_string()).unwrap_or_else(|| {
                 let names = DType::ALL.map(DType::rust_name);
                 let mut msg = format!("unknown dtype `{}`: expected one of {}", p.dtype, names.join(", "));
@@ -361,6 +376,7 @@ fn lower_events(
             errors.error(ev.name.span(), format!("event `{}` is declared twice", ev.name));
         }
         spans.events.push(tokens(&ev.name));
+        spans.event_extents.push(ev.shape.iter().map(tokens).collect());
         spans.counts.push(ev.count.as_ref().map(CountDecl::tokens));
         let shape: Vec<Affine> = lower_all(&ev.shape, &scope, errors);
         if shape.is_empty() {
@@ -403,6 +419,7 @@ fn lower_group(
     errors: &mut Errors,
 ) -> (GroupSpec, LoweredGroup) {
     spans.groups.push(tokens(&group.name));
+    spans.domain_extents.push(group.domain.iter().map(tokens).collect());
     let vars: Vec<String> = group.vars.iter().map(Ident::to_string).collect();
     for (k, v) in group.vars.iter().enumerate() {
         if dt.names.iter().any(|d| *v == d) {
@@ -508,7 +525,9 @@ fn lower_group(
     });
     let cost = match &group.cost {
         Some(l) => l.base10_parse::<u32>().unwrap_or_else(|e| {
-            errors.push(e);
+            // syn's own message ("invalid digit found in string") names neither the
+            // argument nor what it takes
+            errors.error(l.span(), format!("`cost = {l}`: a cost is a whole number from 0 to {} ({e})", u32::MAX));
             1
         }),
         None => 1,

@@ -37,6 +37,14 @@ pub(crate) enum Checked {
 /// Parses and checks `#[megakernel(attr)] item`, collecting every error.
 pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
     let mut errors = Errors::default();
+    // an attribute too deep to parse safely is reported, and the defaults stand in
+    let attr = crate::parse::check_nesting(&attr).map_or_else(
+        |e| {
+            errors.push(e);
+            TokenStream::new()
+        },
+        |()| attr,
+    );
     let args = crate::attr::parse(attr, &mut errors);
     let before_parse = errors.count();
     let model = match crate::parse::megakernel(item, &mut errors) {

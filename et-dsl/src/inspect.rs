@@ -57,6 +57,15 @@ fn diagnostics(e: syn::Error) -> Vec<Diagnostic> {
 /// modules), in file order. `file` is what the CUDA's `#line` directives name. Fails
 /// only if `source` is not Rust.
 pub fn inspect(source: &str, file: &str) -> Result<Vec<Inspection>, Diagnostic> {
+    let tokens: TokenStream = source.parse().map_err(|e: proc_macro2::LexError| {
+        let at = e.span().start();
+        Diagnostic { line: at.line, column: at.column + 1, message: e.to_string() }
+    })?;
+    if let Some(at) = too_deep(tokens) {
+        let at = at.start();
+        let message = format!("brackets nest more than {MAX_FILE_DEPTH} levels deep here");
+        return Err(Diagnostic { line: at.line, column: at.column + 1, message });
+    }
     let parsed = syn::parse_file(source).map_err(|e| diagnostics(e).remove(0))?;
     let mut found = Vec::new();
     collect(&parsed.items, &mut found);
@@ -64,6 +73,29 @@ pub fn inspect(source: &str, file: &str) -> Result<Vec<Inspection>, Diagnostic> 
         .into_iter()
         .map(|(attr, item)| Inspection { name: item.sig.ident.to_string(), outcome: run(attr, item, file) })
         .collect())
+}
+
+/// How deeply brackets may nest anywhere in a file that [`inspect`] reads: syn parses a
+/// file by recursion (and so does the search for megakernels in nested modules), so
+/// nesting far deeper than any program's would overflow the stack before the macro's own
+/// limit (`parse::MAX_GROUP_DEPTH`) is reached.
+const MAX_FILE_DEPTH: usize = 256;
+
+/// The opening of the first group nested deeper than [`MAX_FILE_DEPTH`], found without
+/// recursion.
+fn too_deep(tokens: TokenStream) -> Option<proc_macro2::Span> {
+    let mut stack = vec![tokens.into_iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            Some(proc_macro2::TokenTree::Group(g)) if stack.len() >= MAX_FILE_DEPTH => return Some(g.span_open()),
+            Some(proc_macro2::TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(_) => {}
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    None
 }
 
 /// The `#[megakernel]` functions of `items`, each with its attribute's arguments and
@@ -149,6 +181,13 @@ fn not_a_megakernel() {}
         assert_eq!(bad.len(), 1, "{bad:?}");
         assert_eq!((bad[0].line, bad[0].column), (18, 15), "{bad:?}");
         assert!(bad[0].message.contains("cannot find event `nope`"), "{bad:?}");
+    }
+
+    #[test]
+    fn a_file_nested_too_deeply_to_parse_is_an_error() {
+        let deep = format!("fn f() {{ let x = {}0{}; }}", "(".repeat(1000), ")".repeat(1000));
+        let err = inspect(&deep, "x.rs").unwrap_err();
+        assert!(err.message.contains("brackets nest more than 256 levels deep"), "{err}");
     }
 
     #[test]

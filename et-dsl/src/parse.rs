@@ -11,9 +11,73 @@ use syn::{Expr, FnArg, GenericArgument, Ident, ItemFn, Pat, PathArguments, Stmt,
 use crate::diag::Errors;
 use crate::model::*;
 
+/// How deeply groups (`( )`, `[ ]`, `{ }`) may nest in the macro's input: a megakernel
+/// nests about 10 deep; syn spends tens of KB of stack per level in a debug build.
+pub const MAX_GROUP_DEPTH: usize = 32;
+
+/// The most tokens that one expression, with the expressions it sits in, may span: the
+/// tokens of its segment (from the last `,` or `;` of its group) plus those before it in
+/// the segments of the groups around it, up to the nearest braced block (a list of
+/// statements, which starts afresh). The index of a tile argument of an op call spans
+/// about 30.
+pub const MAX_SEGMENT_TOKENS: usize = 256;
+
+/// Rejects input that nests too deeply or runs too long for syn: it parses an expression
+/// by recursion, once per prefix operator (`- - - i`), closure or nested group, so such
+/// input would overflow the compiler's stack before any rule could report it. Walks the
+/// tokens without recursion; the item's own top level (attributes, signature) is not an
+/// expression and is not counted.
+pub fn check_nesting(tokens: &TokenStream) -> syn::Result<()> {
+    use proc_macro2::{Delimiter, TokenTree};
+    // one frame per open group: its remaining tokens, the tokens spanned by the groups
+    // around it (`base`), and the count of its current segment
+    struct Frame {
+        rest: proc_macro2::token_stream::IntoIter,
+        base: usize,
+        segment: usize,
+    }
+    let mut stack = vec![Frame { rest: tokens.clone().into_iter(), base: 0, segment: 0 }];
+    loop {
+        let depth = stack.len();
+        let Some(top) = stack.last_mut() else { break };
+        let Some(tt) = top.rest.next() else {
+            stack.pop();
+            continue;
+        };
+        if let TokenTree::Punct(p) = &tt
+            && (p.as_char() == ',' || p.as_char() == ';')
+        {
+            top.segment = 0;
+            continue;
+        }
+        let top_level = depth == 1;
+        if !top_level {
+            top.segment += 1;
+            if top.base + top.segment > MAX_SEGMENT_TOKENS {
+                return Err(syn::Error::new(
+                    tt.span(),
+                    format!("this expression is too long for a megakernel (more than {MAX_SEGMENT_TOKENS} tokens)"),
+                ));
+            }
+        }
+        if let TokenTree::Group(g) = tt {
+            if depth > MAX_GROUP_DEPTH {
+                return Err(syn::Error::new(
+                    g.span_open(),
+                    format!("brackets nest more than {MAX_GROUP_DEPTH} levels deep here"),
+                ));
+            }
+            let base = if top_level || g.delimiter() == Delimiter::Brace { 0 } else { top.base + top.segment };
+            stack.push(Frame { rest: g.stream().into_iter(), base, segment: 0 });
+        }
+    }
+    Ok(())
+}
+
 /// Parses the item; structural errors are collected in `errors` and the offending
 /// statement is skipped, so that one run reports as much as it can.
 pub fn megakernel(item: TokenStream, errors: &mut Errors) -> syn::Result<Megakernel> {
+    check_nesting(&item)?;
     let f: ItemFn = syn::parse2(item)?;
     if !f.sig.generics.params.is_empty() {
         errors.error(f.sig.generics.span(), "a megakernel cannot be generic: its dims are named in tensor shapes");
@@ -414,6 +478,33 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kernel_with_index(index: &str) -> TokenStream {
+        format!(
+            "fn k(x: &Tensor<f32, {{ [N] }}>) {{ let e = event!([N]); tile!(p[i] in [N] {{ signal!(e[{index}]); }}); }}"
+        )
+        .parse()
+        .unwrap()
+    }
+
+    #[test]
+    fn input_that_would_overflow_the_stack_is_an_error() {
+        let cases = [
+            ("(".repeat(5000) + "i" + &")".repeat(5000), "nest more than"),
+            ("- ".repeat(3000) + "i", "too long"),
+            ("|a| ".repeat(1000) + "i", "too long"),
+            ("i".to_string() + &" - i".repeat(20000), "too long"),
+        ];
+        for (index, want) in cases {
+            let err = megakernel(kernel_with_index(&index), &mut Errors::default()).err().expect("an error");
+            assert!(err.to_string().contains(want), "{err}");
+        }
+        // ordinary input passes, however many statements, arguments or attributes
+        let many = "i + 1 - 1, ".repeat(2000);
+        assert!(check_nesting(&"#[doc = \"x\"]".repeat(1000).parse().unwrap()).is_ok());
+        assert!(check_nesting(&format!("fn k({many}) {{ {many} }}").parse().unwrap()).is_ok());
+        assert!(megakernel(kernel_with_index("i * 2 - (i + (1 - 1)) - i"), &mut Errors::default()).is_ok());
+    }
 
     #[test]
     fn a_data_index_keeps_the_users_spans() {

@@ -48,6 +48,43 @@ impl Affine {
         Affine { constant, terms: Cow::Owned(v) }
     }
 
+    /// [`Affine::from_terms`], or `None` when the constant or a merged coefficient
+    /// overflows `i64`.
+    pub fn checked_from_terms(constant: i64, terms: impl IntoIterator<Item = (Term, Option<i64>)>) -> Option<Affine> {
+        let mut v: Vec<(Term, i64)> = Vec::new();
+        for (t, c) in terms {
+            let c = c?;
+            match v.iter_mut().find(|(u, _)| *u == t) {
+                Some((_, acc)) => *acc = acc.checked_add(c)?,
+                None => v.push((t, c)),
+            }
+        }
+        v.retain(|(_, c)| *c != 0);
+        v.sort();
+        Some(Affine { constant, terms: Cow::Owned(v) })
+    }
+
+    /// `self + other`, or `None` when a coefficient or the constant overflows `i64`.
+    pub fn checked_add(&self, other: &Affine) -> Option<Affine> {
+        let terms = self.terms.iter().chain(other.terms.iter()).map(|&(t, c)| (t, Some(c)));
+        Affine::checked_from_terms(self.constant.checked_add(other.constant)?, terms)
+    }
+
+    /// `k · self`, or `None` when a coefficient or the constant overflows `i64`.
+    pub fn checked_scale(&self, k: i64) -> Option<Affine> {
+        let terms = self.terms.iter().map(|&(t, c)| (t, c.checked_mul(k)));
+        Affine::checked_from_terms(self.constant.checked_mul(k)?, terms)
+    }
+
+    /// An upper bound of `|self|` when each term's magnitude is at most `bound(term)`:
+    /// `|constant| + Σ |coefficient| · bound(term)`, computed in `i128` and saturating,
+    /// so that it never overflows whatever the expression holds.
+    pub fn magnitude(&self, bound: impl Fn(Term) -> i128) -> i128 {
+        self.terms.iter().fold(i128::from(self.constant).abs(), |acc, &(t, c)| {
+            acc.saturating_add(i128::from(c).abs().saturating_mul(bound(t)))
+        })
+    }
+
     /// The constant value, if the expression has no terms.
     pub fn as_constant(&self) -> Option<i64> {
         self.terms.is_empty().then_some(self.constant)
@@ -250,6 +287,27 @@ mod tests {
         // 4 - B >= 0 with B <= 8 first fails at B = 5
         let bounded = Affine::from_terms(4, [(Term::Dim(2), -1)]);
         assert_eq!(bounded.prove_nonnegative(&dims()), Err(vec![(2, 5)]));
+    }
+
+    #[test]
+    fn checked_arithmetic_reports_overflow() {
+        let big = Affine::from_terms(i64::MAX, [(Term::Var(0), i64::MAX)]);
+        assert_eq!(big.checked_add(&Affine::constant(1)), None);
+        assert_eq!(Affine::term(Term::Var(0)).checked_add(&big), None, "the merged coefficient overflows");
+        assert_eq!(big.checked_scale(2), None);
+        assert_eq!(Affine::constant(i64::MIN).checked_scale(-1), None);
+        let small = Affine::from_terms(3, [(Term::Var(0), 2)]);
+        assert_eq!(small.checked_scale(-2), Some(small.scale(-2)));
+        assert_eq!(small.checked_add(&small), Some(small.add(&small)));
+    }
+
+    #[test]
+    fn magnitude_bounds_the_value_and_saturates() {
+        // |3 - 2 i + R| <= 3 + 2 * 10 + 1 * 5
+        let e = Affine::from_terms(3, [(Term::Var(0), -2), (Term::Dim(0), 1)]);
+        assert_eq!(e.magnitude(|t| if t == Term::Var(0) { 10 } else { 5 }), 28);
+        let huge = Affine::from_terms(i64::MIN, [(Term::Var(0), i64::MIN)]);
+        assert_eq!(huge.magnitude(|_| i128::MAX), i128::MAX);
     }
 
     #[test]

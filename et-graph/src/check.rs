@@ -30,6 +30,27 @@ pub enum Location {
     Dim(u16),
     /// An event declaration.
     Event(u16),
+    /// One extent of an event's shape.
+    EventExtent {
+        /// The event.
+        event: u16,
+        /// The dimension of the extent.
+        dim: u16,
+    },
+    /// One extent of a tensor parameter's shape.
+    TensorExtent {
+        /// The tensor.
+        tensor: u16,
+        /// The dimension of the extent.
+        dim: u16,
+    },
+    /// One extent of a tile group's domain (`in [R, 4]`).
+    DomainExtent {
+        /// The group.
+        group: u16,
+        /// The dimension of the extent.
+        dim: u16,
+    },
     /// The `count = ..` of an event declaration (the declaration when there is none).
     EventCount(u16),
     /// A tile group's header.
@@ -110,11 +131,18 @@ pub fn check(spec: &GraphSpec) -> Vec<Diagnostic> {
         // the other rules index coordinates by rank
         return out;
     }
+    check_magnitudes(spec, &mut out);
+    if !out.is_empty() {
+        // the other rules compute with these numbers in `i64`
+        return out;
+    }
+    check_extents(spec, &mut out);
     check_index_tensors(spec, &mut out);
     check_conditions(spec, &mut out);
     check_bounds(spec, &mut out);
     check_dims_determined(spec, &mut out);
     check_group_cycles(spec, &mut out);
+    check_conditional_signals(spec, &mut out);
     check_unwaited_events(spec, &mut out);
     if out.iter().all(|d| d.severity == Severity::Note) {
         check_at_sample_sizes(spec, &mut out);
@@ -220,6 +248,150 @@ pub fn check_ranks(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     ),
                 ));
             }
+        }
+    }
+}
+
+/// The largest magnitude that an expression of a megakernel may reach: an extent, index,
+/// tile start (`index * extent`) or count, with each tile index at its domain's bound, each
+/// static dim at its value and each bounded dim at its bound (an unbounded dim counts as 1:
+/// the proofs treat it symbolically, through its coefficient). 2^48 elements is beyond any
+/// tensor, and leaves the rules that follow room to add a few such numbers and evaluate
+/// them at their sample sizes in `i64` without overflow.
+pub const MAX_MAGNITUDE: i128 = 1 << 48;
+
+/// Rule: every expression stays within [`MAX_MAGNITUDE`] (see there), so that the proofs
+/// and the sample graphs never overflow (a wrapped bound would prove a false one).
+pub fn check_magnitudes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
+    let dim = |d: u16| match spec.dims[d as usize].kind {
+        DimKind::Static(v) => i128::from(v).abs(),
+        DimKind::Symbolic { max } => max.map_or(1, |m| i128::from(m).abs()),
+    };
+    let of_dims = |e: &Affine| {
+        e.magnitude(|t| match t {
+            crate::Term::Dim(d) => dim(d),
+            // an extent holds no tile index (another rule says so): count it as large
+            crate::Term::Var(_) => MAX_MAGNITUDE,
+        })
+    };
+    let mut report = |loc: Location, what: &str, m: i128| {
+        if m > MAX_MAGNITUDE {
+            out.push(error(
+                loc,
+                format!("{what} is too large: it can reach {}, beyond the limit of 2^48", show_magnitude(m)),
+                "a megakernel's extents, indices and counts must stay below 2^48".into(),
+            ));
+        }
+    };
+    for (t, ts) in spec.tensors.iter().enumerate() {
+        for (d, e) in ts.shape.iter().enumerate() {
+            let loc = Location::TensorExtent { tensor: t as u16, dim: d as u16 };
+            report(loc, &format!("extent {d} of tensor `{}`", ts.name), of_dims(e));
+        }
+    }
+    for (e, ev) in spec.events.iter().enumerate() {
+        for (d, x) in ev.shape.iter().enumerate() {
+            let loc = Location::EventExtent { event: e as u16, dim: d as u16 };
+            report(loc, &format!("extent {d} of event `{}`", ev.name), of_dims(x));
+        }
+        if let Count::Fixed(c) = &ev.count {
+            report(Location::EventCount(e as u16), &format!("the count of event `{}`", ev.name), of_dims(c));
+        }
+    }
+    for (g, group) in spec.groups.iter().enumerate() {
+        let domain: Vec<i128> = group.domain.iter().map(&of_dims).collect();
+        for (d, &m) in domain.iter().enumerate() {
+            let loc = Location::DomainExtent { group: g as u16, dim: d as u16 };
+            report(loc, &format!("extent {d} of the domain of `{}`", group.name), m);
+        }
+        if domain.iter().any(|&m| m > MAX_MAGNITUDE) {
+            // every index of the group would be too large as a consequence
+            continue;
+        }
+        let of = |e: &Affine| {
+            e.magnitude(|t| match t {
+                crate::Term::Dim(d) => dim(d),
+                crate::Term::Var(v) => domain.get(v as usize).copied().unwrap_or(MAX_MAGNITUDE),
+            })
+        };
+        for (kind, k, acc) in each_access(spec).filter(|a| a.0 == g).map(|(_, kind, k, acc)| (kind, k, acc)) {
+            for (c, ix) in acc.index.iter().enumerate() {
+                let loc = access_at(g, kind, k, Some(c));
+                let m = match ix {
+                    Index::At(a) => of(a),
+                    Index::Range { start, end } => of(start).max(of(end)),
+                    Index::All => 0,
+                    Index::Data { at, along, .. } => {
+                        let along = along.as_ref().map_or(0, |(_, len)| of(len));
+                        at.iter().map(&of).max().unwrap_or(0).saturating_add(along)
+                    }
+                };
+                report(loc, &format!("index {c} of this access"), m);
+            }
+        }
+        if let Some(c) = &group.condition {
+            let m = c.at.iter().map(&of).fold(of(&c.lhs), i128::max);
+            report(Location::Condition(g as u16), &format!("the condition of `{}`", group.name), m);
+        }
+        for (k, tile) in group.tiles.iter().enumerate() {
+            for (d, (ix, size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
+                // the tile starts at index * extent and ends one extent later
+                let (ix, size) = (of(ix), of(size));
+                let loc = Location::Tile { group: g as u16, tile: k as u16, coord: Some(d as u16) };
+                report(loc, &format!("the tile in dimension {d}"), ix.saturating_add(1).saturating_mul(size));
+            }
+        }
+    }
+}
+
+/// `m` as a power of two when it is one of the large ones.
+fn show_magnitude(m: i128) -> String {
+    if m >= i128::from(i64::MAX) { "2^63 or more".into() } else { format!("{m} (about 2^{})", 127 - m.leading_zeros()) }
+}
+
+/// Rule: no extent of a tile domain or an event shape is negative at any admissible size
+/// (zero is allowed where it depends on a dim: `[L - 1, B]` has no tasks for one layer),
+/// and no domain is empty at every size (its group could never run). The bounds proofs
+/// read a domain `[D]` as `0 ..= D - 1`, which means nothing for a negative `D`.
+pub fn check_extents(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
+    let names = Names::new(spec);
+    let witness = |w: Vec<(u16, i64)>| {
+        let parts: Vec<String> = w
+            .iter()
+            .filter(|(d, _)| matches!(spec.dims[*d as usize].kind, DimKind::Symbolic { .. }))
+            .map(|(d, v)| format!("{} = {v}", spec.dims[*d as usize].name))
+            .collect();
+        (!parts.is_empty()).then(|| format!("it fails for {}", parts.join(", ")))
+    };
+    // `what` names the extent, e.g. "the domain of `p`"
+    let mut each = |loc: Location, what: String, e: &Affine, domain: bool| {
+        let e = e.substitute_static(&spec.dims);
+        let d = match e.as_constant() {
+            Some(c) if domain && c <= 0 => {
+                diag(loc, format!("the extent `{c}` in {what} leaves it no tasks, so it never runs"))
+            }
+            _ => match e.prove_nonnegative(&spec.dims) {
+                Ok(()) => return,
+                Err(w) => Diagnostic {
+                    severity: Severity::Error,
+                    location: loc,
+                    message: format!("the extent `{}` in {what} can be negative", names.show(&e, &[])),
+                    help: witness(w),
+                },
+            },
+        };
+        out.push(d);
+    };
+    for (e, ev) in spec.events.iter().enumerate() {
+        for (d, x) in ev.shape.iter().enumerate() {
+            let loc = Location::EventExtent { event: e as u16, dim: d as u16 };
+            each(loc, format!("the shape of event `{}`", ev.name), x, false);
+        }
+    }
+    for (g, group) in spec.groups.iter().enumerate() {
+        for (d, x) in group.domain.iter().enumerate() {
+            let loc = Location::DomainExtent { group: g as u16, dim: d as u16 };
+            each(loc, format!("the domain of `{}`", group.name), x, true);
         }
     }
 }
@@ -369,24 +541,40 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         (!parts.is_empty()).then(|| format!("it fails for {}", parts.join(", ")))
     };
     let mut empty_ranges = Vec::new();
-    // `0 <= lo` and `hi_excl <= extent` over the domain of group g; `shown` is the
-    // expression as the user reads it
-    let mut check_range =
-        |g: usize, loc: Location, what: &str, shown: &str, lo: &Affine, hi_excl: &Affine, extent: &Affine| {
-            let group = &spec.groups[g];
-            if let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) {
-                out.push(Diagnostic {
-                    severity: Severity::Error,
-                    location: loc,
-                    message: format!(
-                        "{what} can be negative: `{shown}` reaches `{}` over the domain of `{}`",
-                        names.show(&lo.min_over(&group.domain), &[]),
-                        group.name
-                    ),
-                    help: witness(w),
-                });
-            } else if let Err(w) = extent.sub(&hi_excl.max_over(&group.domain)).prove_nonnegative(&spec.dims) {
-                out.push(Diagnostic {
+    // `0 <= lo` over the domain of group g; `shown` is the expression as the user reads
+    // it. False when it fails (and is reported).
+    let lower_ok = |out: &mut Vec<Diagnostic>, g: usize, loc: Location, what: &str, shown: &str, lo: &Affine| {
+        let group = &spec.groups[g];
+        let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) else {
+            return true;
+        };
+        out.push(Diagnostic {
+            severity: Severity::Error,
+            location: loc,
+            message: format!(
+                "{what} can be negative: `{shown}` reaches `{}` over the domain of `{}`",
+                names.show(&lo.min_over(&group.domain), &[]),
+                group.name
+            ),
+            help: witness(w),
+        });
+        false
+    };
+    // `0 <= lo` and `hi_excl <= extent`
+    let check_range = |out: &mut Vec<Diagnostic>,
+                       g: usize,
+                       loc: Location,
+                       what: &str,
+                       shown: &str,
+                       lo: &Affine,
+                       hi_excl: &Affine,
+                       extent: &Affine| {
+        let group = &spec.groups[g];
+        if !lower_ok(out, g, loc, what, shown, lo) {
+            return;
+        }
+        if let Err(w) = extent.sub(&hi_excl.max_over(&group.domain)).prove_nonnegative(&spec.dims) {
+            out.push(Diagnostic {
                 severity: Severity::Error,
                 location: loc,
                 message: format!(
@@ -397,8 +585,8 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 ),
                 help: witness(w),
             });
-            }
-        };
+        }
+    };
     for (g, kind, k, acc) in each_access(spec) {
         let ev = &spec.events[acc.event as usize];
         let one = Affine::constant(1);
@@ -407,19 +595,14 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             let vars = group_vars(spec, g);
             let what = format!("index {c} of event `{}`", ev.name);
             match ix {
-                Index::At(a) => check_range(g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &ev.shape[c]),
+                Index::At(a) => check_range(out, g, loc, &what, &names.show(a, &vars), a, &a.add(&one), &ev.shape[c]),
                 Index::Range { start, end } => {
                     let shown = format!("{} .. {}", names.show(start, &vars), names.show(end, &vars));
+                    // `start <= end <= extent` bounds the start from above: the end and
+                    // the order are checked below, each with its own message
+                    lower_ok(out, g, loc, &format!("the range at {what}"), &shown, start);
                     check_range(
-                        g,
-                        loc,
-                        &format!("the range at {what}"),
-                        &shown,
-                        start,
-                        &start.add(&one),
-                        &ev.shape[c].add(&one),
-                    );
-                    check_range(
+                        out,
                         g,
                         loc,
                         &format!("the range at {what}"),
@@ -428,8 +611,20 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                         end,
                         &ev.shape[c],
                     );
-                    if end.sub(start).min_over(&spec.groups[g].domain).prove_nonnegative(&spec.dims).is_err() {
+                    let domain = &spec.groups[g].domain;
+                    if end.sub(start).min_over(domain).prove_nonnegative(&spec.dims).is_err() {
                         empty_ranges.push(diag(loc, format!("range of {what} can end before it starts")));
+                    } else if start.sub(end).min_over(domain).prove_nonnegative(&spec.dims).is_ok() {
+                        // `i .. i`: an access of no element is a mistake, never a dependency
+                        let (does, verb) = match kind {
+                            AccessKind::Wait => ("waits on", "wait"),
+                            AccessKind::Signal => ("signals", "signal"),
+                        };
+                        empty_ranges.push(error(
+                            loc,
+                            format!("range of {what} is empty for every task of `{}`, so it {does} nothing", spec.groups[g].name),
+                            format!("a range `a .. b` holds the elements from a up to b - 1; remove the `{verb}!` or widen the range"),
+                        ));
                     }
                 }
                 Index::All => {}
@@ -441,7 +636,26 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                             Some((cd, len)) if *cd as usize == d => a.add(len),
                             _ => a.add(&one),
                         };
-                        check_range(g, loc, &what, &names.show(a, &vars), a, &end, &t.shape[d]);
+                        check_range(out, g, loc, &what, &names.show(a, &vars), a, &end, &t.shape[d]);
+                    }
+                    // a run of no positions signals nothing, and its waiters would wait
+                    // forever: at least one position for every task
+                    if let Some((cd, len)) = along
+                        && let Err(w) = len.sub(&one).min_over(&spec.groups[g].domain).prove_nonnegative(&spec.dims)
+                    {
+                        empty_ranges.push(Diagnostic {
+                            severity: Severity::Error,
+                            location: loc,
+                            message: format!(
+                                "the run along index {cd} of tensor `{}` can be empty: its length is `{}`",
+                                t.name,
+                                names.show(len, &vars)
+                            ),
+                            help: match len.as_constant() {
+                                Some(_) => Some("write the run as `a .. b` with b > a".into()),
+                                None => witness(w),
+                            },
+                        });
                     }
                 }
             }
@@ -454,6 +668,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             for (d, a) in c.at.iter().enumerate().take(t.shape.len()) {
                 let what = format!("index {d} of tensor `{}` in the condition", t.name);
                 check_range(
+                    out,
                     g,
                     Location::Condition(g as u16),
                     &what,
@@ -477,7 +692,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 let end = start.add(&size);
                 let what = format!("the tile of `{}` in dimension {d}", t.name);
                 let shown = format!("{} .. {}", names.show(&start, &vars), names.show(&end, &vars));
-                check_range(g, loc, &what, &shown, &start, &end, &t.shape[d]);
+                check_range(out, g, loc, &what, &shown, &start, &end, &t.shape[d]);
             }
         }
     }
@@ -576,23 +791,34 @@ pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-    // a cycle lies within one component: drop the edges of the proved ones
+    // a cycle lies within one component: each component that the ranking proof does not
+    // order gets one cycle reported (independent loops are independent errors)
     let component = strongly_connected(spec.groups.len(), &edges);
-    let mut proved = vec![false; spec.groups.len()];
     for root in 0..spec.groups.len() {
         let members: Vec<usize> = (0..spec.groups.len()).filter(|&g| component[g] == root).collect();
-        if members.len() > 1 && crate::ranking::prove_progress(spec, &members).is_some() {
-            members.iter().for_each(|&g| proved[g] = true);
+        if members.len() < 2 || crate::ranking::prove_progress(spec, &members).is_some() {
+            continue;
         }
+        let inside: Vec<(u32, u32, usize, u16)> = edges
+            .iter()
+            .filter(|e| component[e.0 as usize] == root && component[e.1 as usize] == root)
+            .copied()
+            .collect();
+        report_group_cycle(spec, &inside, out);
     }
-    edges.retain(|e| {
-        !(proved[e.0 as usize] && proved[e.1 as usize] && component[e.0 as usize] == component[e.1 as usize])
-    });
+}
+
+/// Reports one cycle of the group graph `edges` (which has one), at the `wait!` that
+/// closes its first edge.
+fn report_group_cycle(spec: &GraphSpec, edges: &[(u32, u32, usize, u16)], out: &mut Vec<Diagnostic>) {
     let (_, indegree) = kahn(spec.groups.len(), edges.iter().map(|e| (e.0, e.1)), Vec::new());
     if indegree.iter().all(|&d| d == 0) {
         return;
     }
     let cycle = closed_cycle(&indegree, |c| edges.iter().filter(move |e| e.1 == c).map(|e| e.0));
+    if cycle.len() < 2 {
+        return;
+    }
     let names: Vec<String> = cycle.iter().map(|&g| format!("`{}`", spec.groups[g as usize].name)).collect();
     let (first, second) = (cycle[0], cycle[1]);
     let Some(&(_, _, k, ev)) = edges.iter().find(|e| (e.0, e.1) == (first, second)) else { return };
@@ -630,6 +856,44 @@ fn strongly_connected(n: usize, edges: &[(u32, u32, usize, u16)]) -> Vec<usize> 
         })
         .collect();
     (0..n).map(|a| (0..n).find(|&b| reach[a][b] && reach[b][a]).unwrap_or(a)).collect()
+}
+
+/// Rule: a group without a condition does not wait on an element of an inferred-count
+/// event that a group with a condition may signal. An inactive task signals nothing, so
+/// the count inferred from every task is more than arrives and the wait never finishes.
+/// A waiter with a condition of its own is let through (the MoE expert groups share
+/// `m * R < counts[e]`, so the waiter is inactive exactly when its producer is), and so
+/// is a declared count (`count = N` or `dyn`), which states what arrives.
+pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
+    for (p, producer) in spec.groups.iter().enumerate().filter(|(_, g)| g.condition.is_some()) {
+        for (c, consumer) in spec.groups.iter().enumerate().filter(|(_, g)| g.condition.is_none()) {
+            for (k, w) in consumer.waits.iter().enumerate() {
+                if !matches!(spec.events[w.event as usize].count, Count::Inferred) {
+                    continue;
+                }
+                // the producer's signals and this wait can share an element (a wait
+                // that provably misses them, `Never`, is no concern)
+                let meets = producer
+                    .signals
+                    .iter()
+                    .filter(|s| s.event == w.event)
+                    .any(|s| crate::ranking::pair_meets(spec, p, s, c, w));
+                if meets {
+                    out.push(error(
+                        access_at(c, AccessKind::Wait, k, None),
+                        format!(
+                            "`{}` waits on event `{}`, which `{}` signals only when its condition holds",
+                            consumer.name, spec.events[w.event as usize].name, producer.name
+                        ),
+                        format!(
+                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` the same condition, or declare the count that arrives (`count = dyn(..)`)",
+                            producer.name, consumer.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
 }
 
 /// Rule (a note): every signalled event is waited on somewhere; signals that nothing
@@ -850,11 +1114,16 @@ fn wait_touching(r: &Resolved<'_>, task: TaskId, element: u32) -> Option<Locatio
     None
 }
 
-/// Rule: a task never waits on an element that it signals itself.
+/// Rule: a task never waits on an element that it signals itself. Reports the first
+/// such task of each group.
 fn check_self_waits(r: &Resolved<'_>, sizes: &str, out: &mut Vec<Diagnostic>) {
     let mut signalled = Vec::new();
+    let mut reported = vec![false; r.spec.groups.len()];
     for task in 0..r.n_tasks {
         let (g, vars) = r.vars_of(task);
+        if reported[g] {
+            continue;
+        }
         let group = &r.spec.groups[g];
         signalled.clear();
         for s in group.signals.iter().filter(|s| !s.is_data_dependent()) {
@@ -875,7 +1144,10 @@ fn check_self_waits(r: &Resolved<'_>, sizes: &str, out: &mut Vec<Diagnostic>) {
                     ),
                     help: Some("a task's own signals come after its waits, so this wait can never finish".into()),
                 });
-                return;
+                // one task per group: the group's other tasks repeat it, while another
+                // group's self-wait is a separate error
+                reported[g] = true;
+                break;
             }
         }
     }

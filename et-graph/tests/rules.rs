@@ -240,3 +240,156 @@ fn a_graph_escaping_the_samples_is_rejected_at_launch() {
     let err = Resolved::new(&spec, &shapes(vec![vec![17]])).unwrap_err();
     assert_eq!(err.to_string(), "event `done`: done[16] is waited on by t[16] but no task signals it");
 }
+
+/// `p[i]` in [`domain`] signals `e[index]` (`e` has shape [`extent`]); `t[i]` in [R] waits `e[i]`.
+fn with_numbers(extent: et_graph::Affine, domain: et_graph::Affine, index: et_graph::Affine) -> GraphSpec {
+    graph(
+        "numbers",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("e", vec![extent], Count::Inferred)],
+        vec![
+            group("p", &["i"], vec![domain], vec![], vec![at(0, vec![point(index)])]),
+            group("t", &["i"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![]),
+        ],
+    )
+}
+
+#[test]
+fn numbers_past_two_to_the_48_are_an_error_not_an_overflow() {
+    // 2^62 R: the bounds proof would compute (2^62 R - 1) * 2^62, the samples 16 * 2^62
+    let huge = dim(0).scale(1 << 62);
+    let d = check(&with_numbers(huge.clone(), huge.clone(), var(0)));
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(d[0].message.starts_with("extent 0 of event `e` is too large: it can reach 4611686018427387904"), "{d:?}");
+    assert!(d[1].message.starts_with("extent 0 of the domain of `p` is too large"), "{d:?}");
+    // an index whose tile index is bounded by a large domain
+    let d = check(&with_numbers(dim(0), dim(0).scale(1 << 40), var(0).scale(1 << 20)));
+    assert!(d.iter().any(|d| d.message.starts_with("index 0 of this access is too large")), "{d:?}");
+    // below the limit everything is checked as usual
+    let d = check(&with_numbers(dim(0).scale(1 << 40), dim(0), var(0).scale(1 << 40)));
+    assert!(d.iter().all(|d| !d.message.contains("too large")), "{d:?}");
+}
+
+#[test]
+fn a_domain_or_event_extent_that_can_be_negative_is_an_error() {
+    // p in [R - 5]: negative up to R = 4, and the samples (up to R = 5) have no `p` task
+    let d = check(&with_numbers(dim(0), dim(0).add(&lit(-5)), var(0)));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "the extent `R - 5` in the domain of `p` can be negative");
+    assert_eq!(d[0].help.as_deref(), Some("it fails for R = 1"));
+    // a constant domain of 0 or less never runs
+    let d = check(&with_numbers(dim(0), lit(0), var(0)));
+    assert_eq!(d[0].message, "the extent `0` in the domain of `p` leaves it no tasks, so it never runs");
+    // an event shape
+    let d = check(&with_numbers(dim(0).add(&lit(-2)), dim(0), lit(0)));
+    assert_eq!(d[0].message, "the extent `R - 2` in the shape of event `e` can be negative", "{d:?}");
+    // R - 1 is 0 for one R and never negative: allowed (a layer loop's `[L - 1, B]`)
+    let d = check(&with_numbers(dim(0), dim(0).add(&lit(-1)), var(0)));
+    assert!(d.iter().all(|d| !d.message.contains("extent")), "{d:?}");
+}
+
+#[test]
+fn a_range_empty_for_every_task_is_an_error() {
+    // t[i] waits on done[i .. i]: no element, so it orders nothing
+    let mut spec = producer_consumer();
+    let empty = et_graph::Index::Range { start: var(0), end: var(0) };
+    spec.groups.to_mut()[1].waits = vec![at(0, vec![empty])].into();
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "range of index 0 of event `done` is empty for every task of `t`, so it waits on nothing");
+    // 0 .. i is empty for t[0] only: allowed
+    spec.groups.to_mut()[1].waits = vec![at(0, vec![et_graph::Index::Range { start: lit(0), end: var(0) }])].into();
+    assert_eq!(check(&spec), vec![]);
+}
+
+#[test]
+fn a_run_of_routing_positions_that_can_be_empty_is_an_error() {
+    // p[k] signals e[idx[k .. k + len]]
+    let with_run = |len: et_graph::Affine| {
+        let mut spec = routed();
+        let run = et_graph::Index::Data { tensor: 0, at: vec![var(0)].into(), along: Some((0, len)) };
+        spec.groups.to_mut()[0].signals = vec![at(0, vec![run])].into();
+        spec.tensors.to_mut()[0].shape = vec![dim(0).add(&lit(4))].into();
+        check(&spec)
+    };
+    let d = with_run(lit(-2));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "the run along index 0 of tensor `idx` can be empty: its length is `-2`");
+    assert!(with_run(lit(0))[0].message.contains("can be empty"));
+    assert!(with_run(lit(3)).iter().all(|d| !d.message.contains("run")));
+}
+
+/// `s[e]` signals `g[e]`; `up[e]` (if `e < counts[e]`, guarded by `g[e]`) signals
+/// `d[e]`; `fin[e]` waits on `d[e]`.
+fn conditional(fin_condition: bool, count: Count) -> GraphSpec {
+    let cond = || et_graph::Condition { lhs: var(0), cmp: et_graph::Cmp::Lt, tensor: 0, at: vec![var(0)].into() };
+    let mut up = group("up", &["e"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![at(1, vec![point(var(0))])]);
+    up.condition = Some(cond());
+    let mut fin = group("fin", &["e"], vec![dim(0)], vec![at(1, vec![point(var(0))])], vec![]);
+    if fin_condition {
+        // its guard is its first statement, the wait on d[e]
+        fin.condition = Some(cond());
+    }
+    graph(
+        "conditional",
+        vec![symbolic("E")],
+        vec![tensor("counts", DType::I32, vec![dim(0)], Access::Read)],
+        vec![event("g", vec![dim(0)], Count::Inferred), event("d", vec![dim(0)], count)],
+        vec![group("s", &["e"], vec![dim(0)], vec![], vec![at(0, vec![point(var(0))])]), up, fin],
+    )
+}
+
+#[test]
+fn an_unconditional_wait_on_a_conditional_signal_is_an_error() {
+    let d = check(&conditional(false, Count::Inferred));
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "`fin` waits on event `d`, which `up` signals only when its condition holds");
+    // a waiter under a condition of its own, or a declared count, is let through
+    assert_eq!(check(&conditional(true, Count::Inferred)), vec![]);
+    let declared = check(&conditional(false, Count::Fixed(lit(1))));
+    assert!(declared.iter().all(|d| !d.message.contains("only when its condition holds")), "{declared:?}");
+}
+
+/// `p` and `q` wait on each other through `a` and `b`, and so do `r` and `s` through `c`
+/// and `d`; `t` and `u` each wait on an element they signal.
+fn independent_problems() -> GraphSpec {
+    let i = || vec![point(var(0))];
+    graph(
+        "independent",
+        vec![symbolic("N")],
+        vec![tensor("x", DType::F32, vec![dim(0)], Access::Read)],
+        ["a", "b", "c", "d", "e", "f"].map(|n| event(n, vec![dim(0)], Count::Inferred)).to_vec(),
+        vec![
+            group("p", &["i"], vec![dim(0)], vec![at(0, i())], vec![at(1, i())]),
+            group("q", &["i"], vec![dim(0)], vec![at(1, i())], vec![at(0, i())]),
+            group("r", &["i"], vec![dim(0)], vec![at(2, i())], vec![at(3, i())]),
+            group("s", &["i"], vec![dim(0)], vec![at(3, i())], vec![at(2, i())]),
+            group("t", &["i"], vec![dim(0)], vec![at(4, i())], vec![at(4, i())]),
+            group("u", &["i"], vec![dim(0)], vec![at(5, i())], vec![at(5, i())]),
+        ],
+    )
+}
+
+#[test]
+fn independent_cycles_and_self_waits_are_each_reported() {
+    let messages: Vec<String> = check(&independent_problems()).into_iter().map(|d| d.message).collect();
+    assert_eq!(
+        messages,
+        [
+            "dependency cycle between tile groups: `p` -> `q` -> `p`",
+            "dependency cycle between tile groups: `r` -> `s` -> `r`",
+        ],
+    );
+    // without the group cycles, the sample sizes find both self-waits
+    let mut spec = independent_problems();
+    spec.groups.to_mut().drain(0..4);
+    let messages: Vec<String> = check(&spec).into_iter().map(|d| d.message).collect();
+    assert_eq!(
+        messages,
+        [
+            "task `t[0]` waits on `e[0]`, which it signals itself (with N = 1)",
+            "task `u[0]` waits on `f[0]`, which it signals itself (with N = 1)",
+        ],
+    );
+}

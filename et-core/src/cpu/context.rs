@@ -136,10 +136,29 @@ impl<'a> TaskContext<'a> {
         }
         for el in elements {
             let now = exec.counters[el as usize].fetch_add(1, Ordering::AcqRel) + 1;
-            if now == exec.resolved.target[el as usize] {
+            let target = exec.resolved.target[el as usize];
+            if now == target {
                 exec.element_complete(el);
+            } else if now > target && !exec.resolved.consumers.row(el as usize).is_empty() {
+                self.overcount(el, now, target);
             }
         }
+    }
+
+    /// Stops the launch with [`Error::Overcount`]: element `el` received signal `value`
+    /// of a count of `expected`. Only signals through routing data can get here
+    /// (resolution counts every other signal against the count), and its waiters were
+    /// released at the count, before this task's writes: a wrong answer, not a result.
+    fn overcount(&self, el: u32, value: u32, expected: u32) -> ! {
+        let exec = self.exec;
+        exec.fail(Error::Overcount {
+            kernel: exec.kernel.name().to_string(),
+            task: exec.resolved.describe_task(self.task),
+            element: exec.resolved.describe_element(el),
+            value,
+            expected,
+        });
+        std::panic::resume_unwind(Box::new(Aborted))
     }
 
     /// Whether this task is active: its group's condition (`tile!(.. if m * 16 <

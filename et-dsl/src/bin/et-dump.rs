@@ -7,7 +7,22 @@ const USAGE: &str = "usage: et-dump FILE.rs\n\
 Prints each #[megakernel] function's graph summary (dims, tensors, events, groups)\n\
 and its generated CUDA, or the errors the macro reports for it.";
 
+/// The stack of the thread that does the work: as large as a compiler's, so that a file
+/// the macro would take is not refused for the CLI's smaller main-thread stack.
+const STACK_BYTES: usize = 64 << 20;
+
 fn main() -> ExitCode {
+    match std::thread::Builder::new().stack_size(STACK_BYTES).spawn(dump).map(|t| t.join()) {
+        Ok(Ok(code)) => code,
+        Ok(Err(_)) => ExitCode::from(101),
+        Err(e) => {
+            eprintln!("et-dump: cannot start: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dump() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [file] = &args[..] else {
         eprintln!("{USAGE}");

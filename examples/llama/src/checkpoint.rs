@@ -36,7 +36,7 @@ impl LlamaWeights {
     /// is ignored; every other tensor must be present with its exact shape.
     pub fn load(dir: &Path) -> Result<Self> {
         let config = LlamaConfig::from_file(&dir.join(CONFIG))?;
-        let mut weights = LlamaWeights::zeros(&config);
+        let mut weights = LlamaWeights::zeros(&config)?;
         let mut by_file: BTreeMap<String, Vec<Slot<'_>>> = BTreeMap::new();
         let index_path = dir.join(INDEX);
         if index_path.exists() {

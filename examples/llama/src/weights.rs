@@ -59,6 +59,21 @@ fn whole<'a>(name: &str, t: &'a mut Tensor<bf16>) -> (String, Vec<usize>, &'a mu
     (name.to_string(), t.shape().to_vec(), t.as_mut_slice())
 }
 
+/// A zero bf16 tensor of `shape` for the weights named `name` (stacked over layers for
+/// a per-layer name), allocated fallibly: the sizes come from a user's `config.json`, and
+/// one too large for memory (or for `usize`) must be an error naming the tensor and the
+/// sizes rather than an allocation abort.
+fn zeros(name: &str, shape: &[usize]) -> Result<Tensor<bf16>> {
+    let too_large = |what: &str| Error::Config(format!("the weights `{name}` of shape {shape:?} {what}"));
+    let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| too_large("overflow usize"))?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(n).map_err(|_| {
+        too_large(&format!("need {:.1} GiB, which cannot be allocated", n as f64 * 2.0 / (1u64 << 30) as f64))
+    })?;
+    data.resize(n, bf16::from_f32(0.0));
+    Ok(Tensor::from_vec(shape, data)?)
+}
+
 /// Hugging Face name of the embedding.
 pub(crate) const EMBED: &str = "model.embed_tokens.weight";
 /// Hugging Face name of the final norm.
@@ -74,7 +89,7 @@ impl LlamaWeights {
     /// own embedding (with tied weights a random model would otherwise repeat its input).
     pub fn random(config: &LlamaConfig, seed: u64) -> Result<Self> {
         config.validate()?;
-        let mut w = Self::zeros(config);
+        let mut w = Self::zeros(config)?;
         let n = w.named_mut().len() as u64;
         for (k, (name, _, data)) in w.named_mut().into_iter().enumerate() {
             let mut rng = SplitMix64::new(seed.wrapping_mul(n).wrapping_add(k as u64));
@@ -97,25 +112,34 @@ impl LlamaWeights {
         Ok(w)
     }
 
-    /// Weights of `config`'s shapes, all zero.
-    pub(crate) fn zeros(c: &LlamaConfig) -> Self {
+    /// Weights of `config`'s shapes, all zero. Errors, naming the tensor, when one does not
+    /// fit in memory: a `config.json` with absurd sizes is a config error, not an abort.
+    pub(crate) fn zeros(c: &LlamaConfig) -> Result<Self> {
         let (l, h, i, v) = (c.num_layers, c.hidden_size, c.intermediate_size, c.vocab_size);
-        let (q, kv) = (c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim);
-        LlamaWeights {
+        let q = c.num_heads.checked_mul(c.head_dim);
+        let kv = c.num_kv_heads.checked_mul(c.head_dim);
+        let (q, kv) = q.zip(kv).ok_or_else(|| {
+            Error::Config(format!(
+                "the attention width (heads x head_dim = {} x {}) overflows",
+                c.num_heads, c.head_dim
+            ))
+        })?;
+        let layered = |k: usize, shape: &[usize]| zeros(&format!("model.layers.*.{}", LAYER_NAMES[k]), shape);
+        Ok(LlamaWeights {
             config: c.clone(),
-            embed: Tensor::zeros(&[v, h]),
-            attn_norm: Tensor::zeros(&[l, h]),
-            wq: Tensor::zeros(&[l, q, h]),
-            wk: Tensor::zeros(&[l, kv, h]),
-            wv: Tensor::zeros(&[l, kv, h]),
-            wo: Tensor::zeros(&[l, h, q]),
-            mlp_norm: Tensor::zeros(&[l, h]),
-            w_gate: Tensor::zeros(&[l, i, h]),
-            w_up: Tensor::zeros(&[l, i, h]),
-            w_down: Tensor::zeros(&[l, h, i]),
-            final_norm: Tensor::zeros(&[h]),
-            lm_head: (!c.tie_word_embeddings).then(|| Tensor::zeros(&[v, h])),
-        }
+            embed: zeros(EMBED, &[v, h])?,
+            attn_norm: layered(0, &[l, h])?,
+            wq: layered(1, &[l, q, h])?,
+            wk: layered(2, &[l, kv, h])?,
+            wv: layered(3, &[l, kv, h])?,
+            wo: layered(4, &[l, h, q])?,
+            mlp_norm: layered(5, &[l, h])?,
+            w_gate: layered(6, &[l, i, h])?,
+            w_up: layered(7, &[l, i, h])?,
+            w_down: layered(8, &[l, h, i])?,
+            final_norm: zeros(FINAL_NORM, &[h])?,
+            lm_head: if c.tie_word_embeddings { None } else { Some(zeros(LM_HEAD, &[v, h])?) },
+        })
     }
 
     /// The LM head: [`LlamaWeights::lm_head`], or the embedding when tied.

@@ -11,18 +11,25 @@ use et_core::prelude::*;
 use et_core::relative_error;
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, row_sum_reference, split_row_sum, splitk_gemm};
 
+/// The most GEMM tiles per side: 32768 rows or columns, whose split-K partials (`[4 m, n]`
+/// f32) take 17 GB. Larger sizes do not fit a GPU, and would abort on an allocation (or
+/// run for days on the CPU reference) instead of stopping with a usage error.
+const MAX_TILES: i64 = 1024;
+/// The most row-sum blocks: 2^21 rows of 128 f32, 1 GiB.
+const MAX_ROW_BLOCKS: i64 = 65536;
+
 /// Split-K GEMM and split row sum as megakernels, checked against sequential references.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Sizes {
-    /// Output row tiles of the GEMM (32 rows each).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Output row tiles of the GEMM (32 rows each), at most 1024.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_TILES))]
     m: u32,
-    /// Output column tiles of the GEMM (32 columns each).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Output column tiles of the GEMM (32 columns each), at most 1024.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=MAX_TILES))]
     n: u32,
-    /// 32-row blocks of the row sum.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    /// 32-row blocks of the row sum, at most 65536.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=MAX_ROW_BLOCKS))]
     rows: u32,
     /// Run on the CPU backend even where there is a GPU.
     #[arg(long)]
