@@ -375,6 +375,7 @@ mod tests {
         let s = layer_loop(vec![dim(L).add(&lit(1)), dim(B)], l_plus(0), l_plus(1));
         accepted(&s);
         assert_eq!(prove_progress(&s, &[0, 1]), Some(vec![0, 0]));
+        assert_eq!(step(&s, 0, 0, 1, 0), Step::AtLeast(0));
         assert_eq!(step(&s, 1, 0, 0, 0), Step::AtLeast(1));
         // b stays the same along both edges: as a rank it would not advance
         assert_eq!(step(&s, 1, 1, 0, 1), Step::AtLeast(0));
