@@ -184,8 +184,13 @@ impl<T: Element, const R: usize> TileRef<'_, T, R> {
     }
 
     /// The element at row-major position `k` of the tile.
+    ///
+    /// # Panics
+    /// When `k` is not below [`TileRef::len`], as [`TileRef::get`] does for an index
+    /// outside the tile.
     #[inline]
     pub fn get_flat(&self, k: usize) -> T {
+        assert!(k < self.len(), "flat index {k} outside tile {:?} of {} elements", self.shape, self.len());
         self.get(unflatten(self.shape, k))
     }
 }
@@ -264,5 +269,24 @@ pub fn for_each_index<const R: usize>(shape: [usize; R], mut f: impl FnMut([usiz
             }
             idx[d] = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Tensor;
+
+    #[test]
+    #[should_panic(expected = "flat index 4 outside tile [2, 2] of 4 elements")]
+    fn a_flat_index_past_the_tile_panics_instead_of_wrapping() {
+        let t = Tensor::<f32>::from_vec(&[4, 4], (0..16).map(|v| v as f32).collect()).unwrap();
+        let raw = t.raw();
+        // SAFETY: `t` outlives the view and nothing writes it meanwhile.
+        let view = unsafe { InTensor::<f32>::bind(&raw) };
+        let tile = view.tile([1, 1], [2, 2]);
+        // rows 2..4, columns 2..4, row-major
+        assert_eq!((0..4).map(|k| tile.get_flat(k)).collect::<Vec<_>>(), [10.0, 11.0, 14.0, 15.0]);
+        tile.get_flat(4);
     }
 }

@@ -1,6 +1,6 @@
 //! Why a kernel aborted, from the record its first aborting CTA wrote (`Runtime::error`
-//! in the prelude): a wait that outlived the watchdog, CTAs idle on the ready queue, or
-//! an index value out of range.
+//! in the prelude): a wait that outlived the watchdog, CTAs idle on the ready queue, an
+//! index value out of range, or a routed signal past its element's count.
 
 use std::time::Duration;
 
@@ -14,6 +14,8 @@ pub(crate) const RECORD_WORDS: usize = 12;
 const READY_QUEUE: u32 = u32::MAX;
 /// `element` of a record written by `load_index` (`ET_INDEX_FAULT` in the prelude).
 const INDEX_FAULT: u32 = u32::MAX - 1;
+/// `element` of a record written by `Ctx::overcount` (`ET_OVERCOUNT` in the prelude).
+const OVERCOUNT: u32 = u32::MAX - 2;
 
 /// A decoded record.
 #[derive(Debug, PartialEq)]
@@ -25,6 +27,9 @@ pub(crate) enum Abort {
     /// Task `task` read `value` at element `position` of index tensor `tensor`, outside
     /// `0..bound` (the extent of the event dimension it indexes).
     Index { task: u32, tensor: usize, position: u64, value: i64, bound: i64 },
+    /// Task `task` gave `element` its `value`-th signal of the launch, past its count
+    /// `expected` (dynamic schedule: the adds there return the counter).
+    Overcount { task: u32, element: u32, value: u32, expected: u32 },
 }
 
 impl Abort {
@@ -41,6 +46,9 @@ impl Abort {
                 value: word(2) as i64,
                 bound: word(3) as i64,
             },
+            OVERCOUNT => {
+                Abort::Overcount { task, element: word(4) as u32, value: word(2) as u32, expected: word(3) as u32 }
+            }
             _ => Abort::Wait { task, element, value: word(2) as u32, expected: word(3) as u32 },
         }
     }
@@ -70,6 +78,10 @@ impl Abort {
                 let name = r.spec.tensors.get(tensor).map_or("?".to_string(), |t| t.name.to_string());
                 let at = args.get(tensor).map_or(vec![position as i64], |a| unravel_strided(position, a));
                 return Ok(Error::Index { kernel, task: r.describe_task(task), tensor: name, at, value, bound });
+            }
+            Abort::Overcount { task, element, value, expected } => {
+                let (task, element) = (r.describe_task(task), r.describe_element(element));
+                return Ok(Error::Overcount { kernel, task, element, value, expected });
             }
         };
         Ok(Error::Watchdog { kernel, wait, limit })
@@ -136,6 +148,10 @@ mod tests {
             Abort::decode(&record([5, (u32::MAX - 1) as u64, (-2i64) as u64, 4, 1, 11])),
             Abort::Index { task: 5, tensor: 1, position: 11, value: -2, bound: 4 }
         );
+        assert_eq!(
+            Abort::decode(&record([2, (u32::MAX - 2) as u64, 3, 1, 6, 0])),
+            Abort::Overcount { task: 2, element: 6, value: 3, expected: 1 }
+        );
         assert_eq!(RECORD_WORDS, record([0; 6]).len());
     }
 
@@ -161,5 +177,13 @@ mod tests {
         for part in ["`split_row_sum`", &format!("task {task}"), "`part`", "at [2, 1]", "read 70", "outside 0..64"] {
             assert!(err.contains(part), "`{part}` missing from: {err}");
         }
+        // an over-signal names the task and the element like the CPU backend's
+        let abort = Abort::Overcount { task: 0, element: 1, value: 2, expected: 1 };
+        let err = abort.into_error(&r, &args, Duration::from_secs(1), || unreachable!(), 1).unwrap();
+        let Error::Overcount { kernel, task: t, element, value, expected } = &err else { panic!("{err}") };
+        assert_eq!(
+            (kernel.as_str(), t, element, *value, *expected),
+            ("split_row_sum", &task, &r.describe_element(1), 2, 1)
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! fan-out whose branches are long chains, dispatched early in batches and waiting in
 //! place; a chain whose every step has two producers, so each step goes through the
 //! completion path and the local next-task slot; a long single chain; and a graph stuck
-//! on a missing signal, which the watchdog must stop with a named error.
+//! on a missing signal, which the watchdog must stop with a named error; and a routed
+//! signal past its element's count, which the launch must report.
 
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,28 @@ pub fn two_producer_chain(
         wait!(k[i]);
         add(acc.tile([i], [1]), y.tile([i], [1]), acc.tile([i + 1], [1]));
         signal!(c[i + 1]);
+    });
+}
+
+/// Routing written in the launch, one signal too many: with K = E = 2 both experts take
+/// every token, `pick[e]` signals `taken[t]` for each token on its list, and `taken`
+/// completes at one signal. The second signal of an element is an over-signal.
+#[megakernel(schedule = "dynamic", dims(E = 2, K = 2, C = 4, T <= 4))]
+pub fn picked_twice(
+    topk: &Tensor<i32, { [T, K] }>,
+    x: &Tensor<f32, { [N] }>,
+    counts: &mut Tensor<i32, { [E] }>,
+    tokens: &mut Tensor<i32, { [E, C] }>,
+    y: &mut Tensor<f32, { [N] }>,
+) {
+    let taken = event!([N], count = 1);
+    tile!(pick[e] in [E] {
+        moe_group(topk.tile([0, 0], [T, K]), e, counts.tile([e], [1]), tokens.tile([e, 0], [1, C]));
+        signal!(taken[tokens[e, 0 .. C]]);
+    });
+    tile!(take[t] in [N] {
+        wait!(taken[t]);
+        add(x.tile([t], [1]), x.tile([t], [1]), y.tile([t], [1]));
     });
 }
 
@@ -205,10 +228,38 @@ fn a_missing_signal_in_an_early_chain_is_a_named_watchdog_error() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_routed_signal_past_the_count_stops_the_launch_naming_task_and_element() {
+    let gpu = gpu();
+    let topk = gpu.upload(&Tensor::from_vec(&[4, 2], vec![0, 1, 1, 0, 0, 1, 1, 0]).unwrap()).unwrap();
+    let x = gpu.upload(&Tensor::<f32>::random(&[4], 3)).unwrap();
+    let mut counts = gpu.poisoned::<i32>(&[2]).unwrap();
+    let mut tokens = gpu.poisoned::<i32>(&[2, 4]).unwrap();
+    let mut y = gpu.poisoned::<f32>(&[4]).unwrap();
+    for _ in 0..3 {
+        let err = picked_twice::launch_with(&gpu, &dynamic(), &topk, &x, &mut counts, &mut tokens, &mut y).unwrap_err();
+        let Error::Overcount { kernel, task, element, value, expected } = &err else { panic!("{err}") };
+        assert_eq!(kernel, "picked_twice", "{err}");
+        assert!(task.starts_with("pick["), "{err}");
+        assert!(element.starts_with("taken["), "{err}");
+        assert_eq!((*value, *expected), (2, 1), "{err}");
+    }
+    // the context stays usable: an honest kernel runs next
+    let (w, l) = (2usize, 3usize);
+    let x = gpu.upload(&Tensor::<f32>::random(&[w, l + 1], 6)).unwrap();
+    let zero = gpu.upload(&Tensor::<f32>::zeros(&[1, 1])).unwrap();
+    let (mut base, mut total) = (gpu.poisoned::<f32>(&[1, 1]).unwrap(), gpu.poisoned::<f32>(&[1, 1]).unwrap());
+    let mut acc = gpu.poisoned::<f32>(&[w, l + 1]).unwrap();
+    fan_chains::launch_with(&gpu, &dynamic(), &x, &zero, &mut base, &mut acc, &mut total).unwrap();
+    let xs = gpu.download(&x).unwrap();
+    assert_eq!(gpu.download(&acc).unwrap().as_slice(), &lanes_reference(&xs, w, l)[..]);
+}
+
+#[test]
 #[ignore = "needs NVRTC: run with --ignored where libnvrtc is"]
 fn the_queue_test_kernels_compile_to_sm90_cubin() {
     let compiler = et_device::Compiler::new("sm_90a").unwrap_or_else(|e| panic!("{e}")).with_cache_dir(None);
-    for k in [&fan_chains::KERNEL, &two_producer_chain::KERNEL] {
+    for k in [&fan_chains::KERNEL, &two_producer_chain::KERNEL, &picked_twice::KERNEL] {
         if let Err(e) = compiler.compile_source(k.name(), &k.cuda_source()) {
             panic!("{}: {e}", k.name());
         }

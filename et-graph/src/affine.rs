@@ -110,13 +110,27 @@ impl Affine {
         Affine::from_terms(self.constant * k, self.terms.iter().map(|&(t, c)| (t, c * k)))
     }
 
-    /// Evaluates with concrete tile indices and dims.
+    /// Evaluates with concrete tile indices and dims. The caller keeps the value in range:
+    /// a launch's dims pass [`crate::check::first_too_large`] first, which bounds every
+    /// expression of its graph by 2^48; elsewhere use [`Affine::checked_eval`].
     pub fn eval(&self, vars: &[i64], dims: &[i64]) -> i64 {
         self.terms.iter().fold(self.constant, |acc, &(t, c)| {
             acc + c * match t {
                 Term::Var(v) => vars[v as usize],
                 Term::Dim(d) => dims[d as usize],
             }
+        })
+    }
+
+    /// Evaluates with concrete tile indices and dims; `None` when the value or a partial
+    /// sum overflows `i64`.
+    pub fn checked_eval(&self, vars: &[i64], dims: &[i64]) -> Option<i64> {
+        self.terms.iter().try_fold(self.constant, |acc, &(t, c)| {
+            let v = match t {
+                Term::Var(v) => vars[v as usize],
+                Term::Dim(d) => dims[d as usize],
+            };
+            acc.checked_add(c.checked_mul(v)?)
         })
     }
 
@@ -299,6 +313,14 @@ mod tests {
         let small = Affine::from_terms(3, [(Term::Var(0), 2)]);
         assert_eq!(small.checked_scale(-2), Some(small.scale(-2)));
         assert_eq!(small.checked_add(&small), Some(small.add(&small)));
+    }
+
+    #[test]
+    fn checked_eval_agrees_with_eval_and_reports_overflow() {
+        let e = Affine::from_terms(3, [(Term::Var(0), -2), (Term::Dim(0), 1)]);
+        assert_eq!(e.checked_eval(&[10], &[5]), Some(e.eval(&[10], &[5])));
+        assert_eq!(e.checked_eval(&[i64::MAX], &[0]), None);
+        assert_eq!(e.checked_eval(&[0], &[i64::MAX]), None);
     }
 
     #[test]

@@ -267,14 +267,7 @@ pub fn check_magnitudes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         DimKind::Static(v) => i128::from(v).abs(),
         DimKind::Symbolic { max } => max.map_or(1, |m| i128::from(m).abs()),
     };
-    let of_dims = |e: &Affine| {
-        e.magnitude(|t| match t {
-            crate::Term::Dim(d) => dim(d),
-            // an extent holds no tile index (another rule says so): count it as large
-            crate::Term::Var(_) => MAX_MAGNITUDE,
-        })
-    };
-    let mut report = |loc: Location, what: &str, m: i128| {
+    each_magnitude(spec, dim, |loc, what, m| {
         if m > MAX_MAGNITUDE {
             out.push(error(
                 loc,
@@ -282,27 +275,57 @@ pub fn check_magnitudes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 "a megakernel's extents, indices and counts must stay below 2^48".into(),
             ));
         }
+    });
+}
+
+/// The first expression of `spec` whose magnitude exceeds [`MAX_MAGNITUDE`] under the
+/// launch's resolved `dims`, described; `None` when every one fits. A launch that passes
+/// evaluates every expression in `i64` without overflow (see [`crate::Affine::eval`]).
+pub fn first_too_large(spec: &GraphSpec, dims: &[i64]) -> Option<String> {
+    let mut found = None;
+    each_magnitude(
+        spec,
+        |d| dims.get(d as usize).map_or(MAX_MAGNITUDE + 1, |&v| i128::from(v).abs()),
+        |_, what, m| {
+            if m > MAX_MAGNITUDE && found.is_none() {
+                found = Some(format!("{what}, which can reach {},", show_magnitude(m)));
+            }
+        },
+    );
+    found
+}
+
+/// Visits every extent, index, tile end, count and condition of `spec` with a bound on
+/// its magnitude (`visit(location, description, bound)`), each dim `d` at `dim(d)` and
+/// each tile index at its domain's bound.
+fn each_magnitude(spec: &GraphSpec, dim: impl Fn(u16) -> i128, mut visit: impl FnMut(Location, &str, i128)) {
+    let of_dims = |e: &Affine| {
+        e.magnitude(|t| match t {
+            crate::Term::Dim(d) => dim(d),
+            // an extent holds no tile index (another rule says so): count it as large
+            crate::Term::Var(_) => MAX_MAGNITUDE,
+        })
     };
     for (t, ts) in spec.tensors.iter().enumerate() {
         for (d, e) in ts.shape.iter().enumerate() {
             let loc = Location::TensorExtent { tensor: t as u16, dim: d as u16 };
-            report(loc, &format!("extent {d} of tensor `{}`", ts.name), of_dims(e));
+            visit(loc, &format!("extent {d} of tensor `{}`", ts.name), of_dims(e));
         }
     }
     for (e, ev) in spec.events.iter().enumerate() {
         for (d, x) in ev.shape.iter().enumerate() {
             let loc = Location::EventExtent { event: e as u16, dim: d as u16 };
-            report(loc, &format!("extent {d} of event `{}`", ev.name), of_dims(x));
+            visit(loc, &format!("extent {d} of event `{}`", ev.name), of_dims(x));
         }
         if let Count::Fixed(c) = &ev.count {
-            report(Location::EventCount(e as u16), &format!("the count of event `{}`", ev.name), of_dims(c));
+            visit(Location::EventCount(e as u16), &format!("the count of event `{}`", ev.name), of_dims(c));
         }
     }
     for (g, group) in spec.groups.iter().enumerate() {
         let domain: Vec<i128> = group.domain.iter().map(&of_dims).collect();
         for (d, &m) in domain.iter().enumerate() {
             let loc = Location::DomainExtent { group: g as u16, dim: d as u16 };
-            report(loc, &format!("extent {d} of the domain of `{}`", group.name), m);
+            visit(loc, &format!("extent {d} of the domain of `{}`", group.name), m);
         }
         if domain.iter().any(|&m| m > MAX_MAGNITUDE) {
             // every index of the group would be too large as a consequence
@@ -326,19 +349,23 @@ pub fn check_magnitudes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                         at.iter().map(&of).max().unwrap_or(0).saturating_add(along)
                     }
                 };
-                report(loc, &format!("index {c} of this access"), m);
+                visit(loc, &format!("index {c} of an access of `{}`", group.name), m);
             }
         }
         if let Some(c) = &group.condition {
             let m = c.at.iter().map(&of).fold(of(&c.lhs), i128::max);
-            report(Location::Condition(g as u16), &format!("the condition of `{}`", group.name), m);
+            visit(Location::Condition(g as u16), &format!("the condition of `{}`", group.name), m);
         }
         for (k, tile) in group.tiles.iter().enumerate() {
             for (d, (ix, size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
                 // the tile starts at index * extent and ends one extent later
                 let (ix, size) = (of(ix), of(size));
                 let loc = Location::Tile { group: g as u16, tile: k as u16, coord: Some(d as u16) };
-                report(loc, &format!("the tile in dimension {d}"), ix.saturating_add(1).saturating_mul(size));
+                visit(
+                    loc,
+                    &format!("tile {k} of `{}` in dimension {d}", group.name),
+                    ix.saturating_add(1).saturating_mul(size),
+                );
             }
         }
     }

@@ -265,7 +265,7 @@ fn numbers_past_two_to_the_48_are_an_error_not_an_overflow() {
     assert!(d[1].message.starts_with("extent 0 of the domain of `p` is too large"), "{d:?}");
     // an index whose tile index is bounded by a large domain
     let d = check(&with_numbers(dim(0), dim(0).scale(1 << 40), var(0).scale(1 << 20)));
-    assert!(d.iter().any(|d| d.message.starts_with("index 0 of this access is too large")), "{d:?}");
+    assert!(d.iter().any(|d| d.message.starts_with("index 0 of an access of `p` is too large")), "{d:?}");
     // below the limit everything is checked as usual
     let d = check(&with_numbers(dim(0).scale(1 << 40), dim(0), var(0).scale(1 << 40)));
     assert!(d.iter().all(|d| !d.message.contains("too large")), "{d:?}");
@@ -392,4 +392,22 @@ fn independent_cycles_and_self_waits_are_each_reported() {
             "task `u[0]` waits on `f[0]`, which it signals itself (with N = 1)",
         ],
     );
+}
+
+#[test]
+fn launch_shapes_that_push_an_expression_past_two_to_the_48_are_an_error() {
+    // compile time counts the unbounded R as 1; at launch R = 2^29 puts index 2^20 i at 2^49
+    let spec = with_numbers(dim(0).scale(1 << 20), dim(0), var(0).scale(1 << 20));
+    assert!(check(&spec).iter().all(|d| !d.message.contains("too large")));
+    let err = Resolved::new(&spec, &shapes(vec![vec![1 << 29]])).unwrap_err();
+    assert!(matches!(err, ResolveError::Magnitude { .. }), "{err}");
+    assert!(err.to_string().starts_with("extent 0 of event `e`, which can reach 562949953421312"), "{err}");
+    // solving R from an extent near i64::MAX: `got - rest` itself overflows
+    let mut near = spec.clone();
+    near.tensors.to_mut()[0].shape = vec![dim(0).add(&lit(-(1 << 47)))].into();
+    let err = Resolved::new(&near, &shapes(vec![vec![i64::MAX]])).unwrap_err();
+    assert!(matches!(err, ResolveError::Magnitude { .. }), "{err}");
+    assert!(err.to_string().contains("`R` as solved from `a` dimension 0"), "{err}");
+    // small shapes solve as before
+    assert_eq!(et_graph::resolve::resolve_dims(&spec, &[vec![16]]), Ok(vec![16]));
 }

@@ -4,6 +4,8 @@
 // of it from its Rust description, et_core::abi.
 // The `element` word of an abort record written by `load_index`.
 #define ET_INDEX_FAULT 0xfffffffeu
+// The `element` word of an abort record written by `Ctx::overcount` (dynamic schedule).
+#define ET_OVERCOUNT 0xfffffffdu
 #ifndef ET_BUSY_POLLS
 #define ET_BUSY_POLLS 1024
 #endif
@@ -388,11 +390,13 @@ __device__ __forceinline__ unsigned int sm_id() {
 // (`Ctx::signal`): warp 0's lane i holds the i-th of the current round of 32. A local of
 // the generated statement, so nothing of it lives past the statement.
 struct SignalBatch {
-    unsigned int n = 0;      // elements of the round so far (the same in every lane)
-    unsigned int old = 0;    // this lane's element: the counter before its add,
-    unsigned int target = 0; //   the value that completes it,
-    unsigned int begin = 0;  //   and its consumers [begin, end)
+    unsigned int n = 0;       // elements of the round so far (the same in every lane)
+    unsigned int old = 0;     // this lane's element: the counter before its add,
+    unsigned int target = 0;  //   the value that completes it,
+    unsigned int begin = 0;   //   its consumers [begin, end),
     unsigned int end = 0;
+    unsigned int element = 0; //   its index and its count per launch (for an over-signal's record)
+    unsigned int count = 0;
 };
 
 // Per-CTA execution context.
@@ -438,6 +442,21 @@ struct Ctx {
             rt.error[1] = element;
             rt.error[2] = value;
             rt.error[3] = expected;
+            __threadfence();
+            *rt.host_status = 1u;
+            __threadfence_system();
+        }
+    }
+
+    // Aborts the kernel with the record [task, ET_OVERCOUNT, signals this launch, count,
+    // element] for this lane's element of `batch`, which received a signal past its count.
+    __device__ void overcount(const SignalBatch& batch) {
+        if (atomicCAS(rt.abort_flag, 0u, 1u) == 0u) {
+            rt.error[0] = task;
+            rt.error[1] = ET_OVERCOUNT;
+            rt.error[2] = batch.old + 1u - (batch.target - batch.count);
+            rt.error[3] = batch.count;
+            rt.error[4] = batch.element;
             __threadfence();
             *rt.host_status = 1u;
             __threadfence_system();
@@ -523,7 +542,9 @@ struct Ctx {
         if (threadIdx.x == batch.n) {
             // the consumer table's loads do not depend on the add: issued first, they
             // overlap its round trip; nothing reads the add's value until the flush
-            batch.target = (fresh ? 1u : rt.epoch) * target_of(e, count);
+            batch.element = e;
+            batch.count = target_of(e, count);
+            batch.target = (fresh ? 1u : rt.epoch) * batch.count;
             batch.begin = __ldg(rt.consumer_offsets + e);
             batch.end = __ldg(rt.consumer_offsets + e + 1);
             batch.old = atom_acq_rel_add(rt.counters + e, 1u);
@@ -535,7 +556,14 @@ struct Ctx {
     // every element its adds completed. Static: nothing to do.
     __device__ void signal_flush(SignalBatch& batch) {
         if (!ET_SCHEDULE_DYNAMIC || threadIdx.x >= 32u || batch.n == 0u) return;
-        unsigned int completed = __ballot_sync(~0u, threadIdx.x < batch.n && batch.old + 1u == batch.target);
+        const bool mine = threadIdx.x < batch.n;
+        unsigned int completed = __ballot_sync(~0u, mine && batch.old + 1u == batch.target);
+        // an add past the target: a signal through routing data beyond the element's count,
+        // whose waiters were released before this task's writes (only routed signals can
+        // get here: resolution counts every other one). Elements nobody waits on are free.
+        const unsigned int over =
+            __ballot_sync(~0u, mine && batch.end != batch.begin && (int)(batch.old + 1u - batch.target) > 0);
+        if (over != 0u && threadIdx.x == (unsigned int)(__ffs(over) - 1)) overcount(batch);
         batch.n = 0;
         // orders the completing lanes' acquires before every lane's pushes below
         __syncwarp();

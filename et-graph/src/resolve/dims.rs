@@ -3,6 +3,7 @@
 
 use super::ResolveError;
 use crate::affine::Term;
+use crate::check::first_too_large;
 use crate::spec::{DimKind, GraphSpec};
 
 /// One step of solving the dims: `dim` is read from extent `axis` of tensor `tensor`,
@@ -63,8 +64,15 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
     for DimStep { dim, coefficient: c, tensor, axis } in dim_plan(spec) {
         let (ts, extent) = (&spec.tensors[tensor], &spec.tensors[tensor].shape[axis]);
         let known: Vec<i64> = dims.iter().map(|v| v.unwrap_or(0)).collect();
-        let (rest, got, name) = (extent.eval(&[], &known), shapes[tensor][axis], &dn[dim as usize]);
-        if (got - rest) % c != 0 || (got - rest) / c < 1 {
+        let (got, name) = (shapes[tensor][axis], &dn[dim as usize]);
+        let too_large = || ResolveError::Magnitude {
+            what: format!("`{name}` as solved from `{}` dimension {axis} ({got})", ts.name),
+        };
+        let rest = extent.checked_eval(&[], &known).ok_or_else(too_large)?;
+        let left = got.checked_sub(rest).ok_or_else(too_large)?;
+        // (checked_div fails exactly where `%` would overflow too)
+        let quotient = left.checked_div(c).ok_or_else(too_large)?;
+        if left % c != 0 || quotient < 1 {
             return Err(ResolveError::Shape {
                 tensor: ts.name.to_string(),
                 dim: axis,
@@ -74,8 +82,8 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
                 because: format!("no positive whole value of `{name}` gives {got}"),
             });
         }
-        dims[dim as usize] = Some((got - rest) / c);
-        source[dim as usize] = format!("`{name}` = {} from `{}` dimension {axis}", (got - rest) / c, ts.name);
+        dims[dim as usize] = Some(quotient);
+        source[dim as usize] = format!("`{name}` = {quotient} from `{}` dimension {axis}", ts.name);
     }
     let mut out = Vec::with_capacity(dims.len());
     for (d, v) in dims.iter().enumerate() {
@@ -95,6 +103,10 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
             });
         }
         out.push(v);
+    }
+    // every expression evaluated from here on (extents, indices, counts) stays in range
+    if let Some(what) = first_too_large(spec, &out) {
+        return Err(ResolveError::Magnitude { what });
     }
     for (t, ts) in spec.tensors.iter().enumerate() {
         for (k, extent) in ts.shape.iter().enumerate() {

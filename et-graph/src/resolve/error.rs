@@ -62,6 +62,12 @@ pub enum ResolveError {
         /// The race, described ([`crate::race::Race`]).
         message: String,
     },
+    /// An extent, index or count reaches 2^48 or more at these shapes (see
+    /// [`crate::check::MAX_MAGNITUDE`]), so it could overflow 64-bit arithmetic.
+    Magnitude {
+        /// What is too large, e.g. "extent 0 of event `e` (2^50)".
+        what: String,
+    },
     /// A total does not fit the device's 32-bit task, element and offset indices.
     TooLarge {
         /// What overflows, e.g. "the tasks of group `g` (65537 x 65537)".
@@ -94,6 +100,12 @@ impl fmt::Display for ResolveError {
                 write!(f, "the task graph has a cycle: {}", tasks.join(" -> "))
             }
             ResolveError::Race { message } => f.write_str(message),
+            ResolveError::Magnitude { what } => {
+                write!(
+                    f,
+                    "{what} is too large at these shapes: a megakernel's extents, indices and counts must stay below 2^48"
+                )
+            }
             ResolveError::TooLarge { what } => {
                 write!(f, "{what} exceed the device's 32-bit index range (at most {})", u32::MAX)
             }

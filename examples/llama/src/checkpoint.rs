@@ -28,6 +28,13 @@ struct Index {
     weight_map: HashMap<String, String>,
 }
 
+/// Whether `name` names a file directly inside the model directory: one normal path
+/// component, so that an index cannot send the loader to `../` or an absolute path.
+fn is_plain_file_name(name: &str) -> bool {
+    let mut parts = Path::new(name).components();
+    matches!((parts.next(), parts.next()), (Some(std::path::Component::Normal(_)), None))
+}
+
 /// One destination of a load: a tensor's HF name, expected shape and storage.
 type Slot<'a> = (String, Vec<usize>, &'a mut [bf16]);
 
@@ -47,6 +54,10 @@ impl LlamaWeights {
                 let Some(file) = index.weight_map.get(&slot.0) else {
                     return Err(Error::MissingTensor { name: slot.0, path: index_path });
                 };
+                if !is_plain_file_name(file) {
+                    let message = format!("`{}` is in `{file}`, which is not a file name inside the directory", slot.0);
+                    return Err(Error::format(&index_path)(message));
+                }
                 by_file.entry(file.clone()).or_default().push(slot);
             }
         } else {
@@ -259,6 +270,17 @@ mod tests {
         std::fs::write(sharded.0.join(INDEX), index).unwrap();
         let err = LlamaWeights::load(&sharded.0).unwrap_err().to_string();
         assert!(err.contains("tensor `lm_head.weight` is missing from") && err.contains(INDEX), "{err}");
+
+        // a sharded checkpoint whose index points outside the directory
+        let escaping = TempDir::new("errors-escape");
+        w.save(&escaping.0, 2).unwrap();
+        let index = std::fs::read_to_string(escaping.0.join(INDEX)).unwrap();
+        for bad in ["../model-00001-of-00002.safetensors", "/etc/passwd", "a/b.safetensors", ""] {
+            let index = index.replacen("\"model-00001-of-00002.safetensors\"", &format!("{bad:?}"), 1);
+            std::fs::write(escaping.0.join(INDEX), index).unwrap();
+            let err = LlamaWeights::load(&escaping.0).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{bad}`, which is not a file name inside the directory")), "{err}");
+        }
 
         let err = LlamaWeights::load(Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/config.json"), "{err}");

@@ -70,6 +70,8 @@ fn decode<B: Backend>(
     default_config: &str,
     gpu: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // created now so that a path that cannot be written fails before the run, not after
+    let logits = args.logits.as_deref().map(llama::npy::NpyFile::create).transpose()?;
     let weights = match &args.weights {
         Some(dir) => {
             println!("loading {}", dir.display());
@@ -139,8 +141,9 @@ fn decode<B: Backend>(
         );
     }
     println!("total {:.2} s (first step {:.2} s)", total.as_secs_f64(), first.as_secs_f64());
-    if let Some(path) = &args.logits {
-        llama::npy::write_npy(path, &run.logits)?;
+    if let Some(file) = logits {
+        let path = file.path().to_path_buf();
+        file.write(&run.logits)?;
         println!("wrote the last step's logits {:?} to {}", run.logits.shape(), path.display());
     }
     Ok(())

@@ -2,7 +2,9 @@
 
 use crate::error::{Error, Result};
 use et_core::Tensor;
-use std::path::Path;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// The bytes of an `.npy` file holding `t` (little-endian f32, C order). The header is
 /// padded with spaces and ends in a newline so that the data starts at a multiple of 64
@@ -25,7 +27,31 @@ pub fn npy_bytes(t: &Tensor<f32>) -> Vec<u8> {
 
 /// Writes `t` to `path` as an `.npy` file.
 pub fn write_npy(path: &Path, t: &Tensor<f32>) -> Result<()> {
-    std::fs::write(path, npy_bytes(t)).map_err(Error::io(path))
+    NpyFile::create(path)?.write(t)
+}
+
+/// An `.npy` file created ahead of the data it will hold, so that a path that cannot be
+/// written fails before a long run rather than after it.
+pub struct NpyFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl NpyFile {
+    /// Creates (or truncates) `path`.
+    pub fn create(path: &Path) -> Result<Self> {
+        Ok(NpyFile { file: File::create(path).map_err(Error::io(path))?, path: path.to_path_buf() })
+    }
+
+    /// Writes `t` as the file's contents.
+    pub fn write(mut self, t: &Tensor<f32>) -> Result<()> {
+        self.file.write_all(&npy_bytes(t)).and_then(|()| self.file.flush()).map_err(Error::io(&self.path))
+    }
+
+    /// The path the file was created at.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 #[cfg(test)]
@@ -56,5 +82,12 @@ mod tests {
         write_npy(&path, &Tensor::from_vec(&[4], vec![0.0; 4]).unwrap()).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn an_unwritable_path_fails_at_create() {
+        let path = std::env::temp_dir().join(format!("llama-npy-missing-{}", std::process::id())).join("x.npy");
+        let err = NpyFile::create(&path).err().expect("a file in a missing directory cannot be created");
+        assert!(err.to_string().contains(&path.display().to_string()), "{err}");
     }
 }

@@ -31,7 +31,7 @@ struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     tokens: u32,
     /// Routing skew in [0, 1]: the share of tokens biased (through their input) onto experts 0..K.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = share)]
     skew: f64,
     /// The megakernel's schedule.
     #[arg(long, value_enum, default_value_t = Schedule::Static)]
@@ -116,4 +116,10 @@ fn layer<B: Backend>(backend: &B, args: &Args, default_config: &str, gpu: bool) 
     }
     println!("check: OK");
     Ok(())
+}
+
+/// Parses a share in [0, 1] (clap names the option and the value when it fails).
+fn share(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&v) { Ok(v) } else { Err("a share must be in [0, 1]".into()) }
 }
