@@ -226,8 +226,13 @@ impl<T: Element, const R: usize> TileMut<'_, T, R> {
     }
 
     /// Writes row-major position `k` of the tile.
+    ///
+    /// # Panics
+    /// When `k` is not below [`TileMut::len`], as [`TileMut::set`] does for an index
+    /// outside the tile.
     #[inline]
     pub fn set_flat(&mut self, k: usize, v: T) {
+        assert!(k < self.len(), "flat index {k} outside tile {:?} of {} elements", self.shape, self.len());
         self.set(unflatten(self.shape, k), v)
     }
 
@@ -288,5 +293,17 @@ mod tests {
         // rows 2..4, columns 2..4, row-major
         assert_eq!((0..4).map(|k| tile.get_flat(k)).collect::<Vec<_>>(), [10.0, 11.0, 14.0, 15.0]);
         tile.get_flat(4);
+    }
+
+    #[test]
+    #[should_panic(expected = "flat index 6 outside tile [2, 3] of 6 elements")]
+    fn a_flat_write_past_the_tile_panics_instead_of_wrapping() {
+        let mut t = Tensor::<f32>::zeros(&[4, 6]);
+        let raw = t.raw_mut();
+        // SAFETY: `t` outlives the view and nothing else touches it meanwhile.
+        let view = unsafe { OutTensor::<f32>::bind(&raw) };
+        let mut tile = view.tile_mut([1, 1], [2, 3]);
+        tile.set_flat(5, 1.0);
+        tile.set_flat(6, 1.0);
     }
 }

@@ -358,8 +358,9 @@ fn each_magnitude(spec: &GraphSpec, dim: impl Fn(u16) -> i128, mut visit: impl F
         }
         for (k, tile) in group.tiles.iter().enumerate() {
             for (d, (ix, size)) in tile.index.iter().zip(tile.size.iter()).enumerate() {
-                // the tile starts at index * extent and ends one extent later
-                let (ix, size) = (of(ix), of(size));
+                // the tile starts at index * extent and ends one extent later; an extent of
+                // 0 (another rule's error) must still bound the index
+                let (ix, size) = (of(ix), of(size).max(1));
                 let loc = Location::Tile { group: g as u16, tile: k as u16, coord: Some(d as u16) };
                 visit(
                     loc,

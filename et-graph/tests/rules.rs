@@ -408,6 +408,19 @@ fn launch_shapes_that_push_an_expression_past_two_to_the_48_are_an_error() {
     let err = Resolved::new(&near, &shapes(vec![vec![i64::MAX]])).unwrap_err();
     assert!(matches!(err, ResolveError::Magnitude { .. }), "{err}");
     assert!(err.to_string().contains("`R` as solved from `a` dimension 0"), "{err}");
+    // a tile of extent 0 (an error of its own) still bounds its index: no overflow in
+    // the race rule's `index * extent` arithmetic
+    let reader = group("r", &["i"], vec![dim(0)], vec![], vec![]);
+    let a = tile_of(0, vec![var(0).scale(1 << 40)], vec![lit(0)], Access::Read);
+    let empty_tile = graph(
+        "empty_tile",
+        vec![symbolic("R")],
+        vec![tensor("a", DType::F32, vec![dim(0)], Access::Read)],
+        vec![],
+        vec![with_tiles(reader, vec![a])],
+    );
+    let err = Resolved::new(&empty_tile, &shapes(vec![vec![1 << 30]])).unwrap_err();
+    assert!(matches!(err, ResolveError::Magnitude { .. }), "{err}");
     // small shapes solve as before
     assert_eq!(et_graph::resolve::resolve_dims(&spec, &[vec![16]]), Ok(vec![16]));
 }

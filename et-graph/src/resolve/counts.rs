@@ -62,7 +62,9 @@ impl Resolved<'_> {
                         )));
                     }
                     for (&c, el) in data.iter().zip(range) {
-                        target[el] = u32::try_from(c).map_err(|_| {
+                        // counts stay below 2^31: the device compares counters by wrapping
+                        // differences (`(int)(v - want) >= 0`)
+                        target[el] = u32::try_from(c).ok().filter(|&c| c <= i32::MAX as u32).ok_or_else(|| {
                             err(format!("run-time count {c} of {} is invalid", self.describe_element(el as u32)))
                         })?;
                     }
@@ -70,9 +72,8 @@ impl Resolved<'_> {
                 (Count::Fixed(a), _) if !self.signals_known(e) => {
                     // signalled through routing data: the count is the declared one
                     let count = a.eval(&[], &self.dims);
-                    let count = u32::try_from(count).map_err(|_| ResolveError::Count {
-                        event: ev.name.to_string(),
-                        message: format!("count {count} is invalid"),
+                    let count = u32::try_from(count).ok().filter(|&c| c <= i32::MAX as u32).ok_or_else(|| {
+                        ResolveError::Count { event: ev.name.to_string(), message: format!("count {count} is invalid") }
                     })?;
                     for el in range.filter(|&el| !consumers[el].is_empty()) {
                         target[el] = count;

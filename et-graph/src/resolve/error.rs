@@ -107,7 +107,7 @@ impl fmt::Display for ResolveError {
                 )
             }
             ResolveError::TooLarge { what } => {
-                write!(f, "{what} exceed the device's 32-bit index range (at most {})", u32::MAX)
+                write!(f, "{what} exceed the device's 32-bit index range (at most {})", super::layout::MAX_FLAT)
             }
         }
     }

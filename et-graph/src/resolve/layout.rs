@@ -27,9 +27,14 @@ pub struct EventLayout {
     pub len: u32,
 }
 
+/// The most tasks, or event elements, a launch may number: the device's indices are
+/// `u32`, and its abort records use the top three values as markers (`ET_INDEX_FAULT`,
+/// `ET_OVERCOUNT` and the ready queue's), which must not name a real element.
+pub const MAX_FLAT: u32 = u32::MAX - 3;
+
 /// Lays boxes (`what` names them: "tasks", "elements") one after another in a flat u32
 /// numbering: `(start, extents, len)` per box. Products and sums are checked, so a total
-/// past `u32::MAX` is an error rather than a wrapped index.
+/// past [`MAX_FLAT`] is an error rather than a wrapped index.
 pub(crate) fn place<'s>(
     what: &str,
     boxes: impl Iterator<Item = (&'s Name, &'s [Affine])>,
@@ -45,7 +50,7 @@ pub(crate) fn place<'s>(
             .try_fold(1u32, |acc, &x| u32::try_from(x).ok().and_then(|x| acc.checked_mul(x)))
             .ok_or_else(|| ResolveError::TooLarge { what: format!("the {what} of `{name}` ({})", shown()) })?;
         out.push((start, ext, len));
-        start = start.checked_add(len).ok_or_else(|| ResolveError::TooLarge {
+        start = start.checked_add(len).filter(|&end| end <= MAX_FLAT).ok_or_else(|| ResolveError::TooLarge {
             what: format!("the {what} in total (up to `{name}`, {} + {len})", start),
         })?;
     }

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use et_core::Tensor;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -30,27 +30,48 @@ pub fn write_npy(path: &Path, t: &Tensor<f32>) -> Result<()> {
     NpyFile::create(path)?.write(t)
 }
 
-/// An `.npy` file created ahead of the data it will hold, so that a path that cannot be
-/// written fails before a long run rather than after it.
+/// An `.npy` file opened ahead of the data it will hold, so that a path that cannot be
+/// written fails before a long run rather than after it. Nothing is truncated until
+/// [`NpyFile::write`]: a run that fails leaves an earlier file at the path as it was, and
+/// removes the empty file it created.
 pub struct NpyFile {
     file: File,
     path: PathBuf,
+    /// Whether `create` made the file (and dropping it unwritten removes it).
+    created: bool,
+    written: bool,
 }
 
 impl NpyFile {
-    /// Creates (or truncates) `path`.
+    /// Opens `path` for writing, creating it if it does not exist.
     pub fn create(path: &Path) -> Result<Self> {
-        Ok(NpyFile { file: File::create(path).map_err(Error::io(path))?, path: path.to_path_buf() })
+        let created = !path.exists();
+        let file = OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(Error::io(path))?;
+        Ok(NpyFile { file, path: path.to_path_buf(), created, written: false })
     }
 
-    /// Writes `t` as the file's contents.
+    /// Replaces the file's contents with `t`.
     pub fn write(mut self, t: &Tensor<f32>) -> Result<()> {
-        self.file.write_all(&npy_bytes(t)).and_then(|()| self.file.flush()).map_err(Error::io(&self.path))
+        self.written = true;
+        let bytes = npy_bytes(t);
+        (self.file.set_len(0))
+            .and_then(|()| self.file.write_all(&bytes))
+            .and_then(|()| self.file.flush())
+            .map_err(Error::io(&self.path))
     }
 
-    /// The path the file was created at.
+    /// The path the file was opened at.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for NpyFile {
+    fn drop(&mut self) {
+        if self.created && !self.written {
+            // best effort: the run's own error is what the user needs to see
+            std::fs::remove_file(&self.path).ok();
+        }
     }
 }
 
@@ -82,6 +103,20 @@ mod tests {
         write_npy(&path, &Tensor::from_vec(&[4], vec![0.0; 4]).unwrap()).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn an_earlier_file_survives_until_the_write_and_an_unwritten_new_one_is_removed() {
+        let path = std::env::temp_dir().join(format!("llama-npy-keep-{}.npy", std::process::id()));
+        std::fs::write(&path, b"earlier").unwrap();
+        drop(NpyFile::create(&path).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"earlier");
+        let t = Tensor::from_vec(&[1], vec![2.0]).unwrap();
+        NpyFile::create(&path).unwrap().write(&t).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), npy_bytes(&t));
+        std::fs::remove_file(&path).unwrap();
+        drop(NpyFile::create(&path).unwrap());
+        assert!(!path.exists());
     }
 
     #[test]
