@@ -62,9 +62,7 @@ impl Resolved<'_> {
                         )));
                     }
                     for (&c, el) in data.iter().zip(range) {
-                        // counts stay below 2^31: the device compares counters by wrapping
-                        // differences (`(int)(v - want) >= 0`)
-                        target[el] = u32::try_from(c).ok().filter(|&c| c <= i32::MAX as u32).ok_or_else(|| {
+                        target[el] = device_count(c).ok_or_else(|| {
                             err(format!("run-time count {c} of {} is invalid", self.describe_element(el as u32)))
                         })?;
                     }
@@ -72,8 +70,9 @@ impl Resolved<'_> {
                 (Count::Fixed(a), _) if !self.signals_known(e) => {
                     // signalled through routing data: the count is the declared one
                     let count = a.eval(&[], &self.dims);
-                    let count = u32::try_from(count).ok().filter(|&c| c <= i32::MAX as u32).ok_or_else(|| {
-                        ResolveError::Count { event: ev.name.to_string(), message: format!("count {count} is invalid") }
+                    let count = device_count(count).ok_or_else(|| ResolveError::Count {
+                        event: ev.name.to_string(),
+                        message: format!("count {count} is invalid"),
                     })?;
                     for el in range.filter(|&el| !consumers[el].is_empty()) {
                         target[el] = count;
@@ -163,4 +162,10 @@ impl Resolved<'_> {
         };
         ResolveError::Count { event: self.spec.events[p.event as usize].name.to_string(), message }
     }
+}
+
+/// `count` as the device holds it, if it is one: counts stay in `0 ..= i32::MAX`, since the
+/// device compares counters by wrapping differences (`(int)(v - want) >= 0`).
+fn device_count(count: i64) -> Option<u32> {
+    u32::try_from(count).ok().filter(|&c| c <= i32::MAX as u32)
 }
