@@ -51,6 +51,12 @@ How to run
     else $LLAMA_BIN, else target/debug/llama under the repository root; nothing is built
     here. Prints one line per case; exits non-zero on any mismatch, naming the case, the
     sequence, the step and the values.
+
+    On a GPU machine, `--gpu` runs the binary there (it must report a GPU backend), and
+    `--shapes llama-3.2-1b` (or `all`) adds Llama-3.2-1B's shapes with 2 layers at batch 1
+    and 8, the megakernel's real tiles (with a release binary: a minute or two; on the
+    CPU backend too, `--llama target/release/llama`, about 100 s on 2 cores):
+        python3 hf_peer.py --gpu --shapes all --llama target/release/llama
 """
 
 import argparse
@@ -71,25 +77,65 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 # Rust's logits may differ from the peer's by this many times the case's bf16 noise.
 NOISE_MULTIPLE = 3
 
-# The `tiny` preset's shapes, the only ones the CPU binary is stamped for (the number of
-# layers and the tying of the head are free).
-TINY = {
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 64,
-    "vocab_size": 256,
-    "rms_norm_eps": 1e-05,
-    "rope_theta": 10000.0,
-    "max_position_embeddings": 2048,
-}
-TINY_LLAMA3_ROPE = {
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 256,
-    "rope_type": "llama3",
+
+@dataclass
+class Shapes:
+    """A preset the binary is stamped for: its config.json keys and llama3 RoPE scaling
+    (the number of layers and the tying of the head are free)."""
+
+    config: dict
+    rope: dict
+
+    @property
+    def weight_scale(self):
+        """Projections, embedding and head are drawn with this factor on tiny's scales, so
+        that activations and logits stay of the same order at a wider hidden size."""
+        return math.sqrt(SHAPES["tiny"].config["hidden_size"] / self.config["hidden_size"])
+
+
+SHAPES = {
+    # the CPU binary's shapes (small enough for numpy and the debug build)
+    "tiny": Shapes(
+        config={
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "vocab_size": 256,
+            "rms_norm_eps": 1e-05,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 2048,
+        },
+        rope={
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 256,
+            "rope_type": "llama3",
+        },
+    ),
+    # Llama-3.2-1B's shapes, for a GPU run of the megakernel's real tiles (`--gpu`)
+    "llama-3.2-1b": Shapes(
+        config={
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 64,
+            "vocab_size": 128256,
+            "rms_norm_eps": 1e-05,
+            "rope_theta": 500000.0,
+            "max_position_embeddings": 131072,
+        },
+        rope={
+            "factor": 32.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+    ),
 }
 
 
@@ -124,6 +170,7 @@ class Case:
     prompt: list
     tokens: int
     seed: int = 0
+    shapes: str = "tiny"
     positions: int = field(init=False)
 
     def __post_init__(self):
@@ -139,6 +186,11 @@ CASES = [
     Case("untied-2L-hf4-single-bf16-b1-p6-80pos", 2, False, "hf4", 1, "bf16", 1, PROMPT6, 75, seed=5),
     Case("tied-2L-hf5-2shards-bf16-b1-p1-80pos", 2, True, "hf5", 2, "bf16", 1, [42], 80, seed=6),
 ]
+# Llama-3.2-1B's shapes with fewer layers (a run-time dim), at the batches it is stamped for
+CASES_1B = [
+    Case("1b-tied-2L-hf4-single-bf16-b1-p6", 2, True, "hf4", 1, "bf16", 1, PROMPT6, 16, seed=7, shapes="llama-3.2-1b"),
+    Case("1b-untied-2L-hf5-2shards-bf16-b8-p1", 2, False, "hf5", 2, "bf16", 8, [42], 8, seed=8, shapes="llama-3.2-1b"),
+]
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,35 +199,37 @@ CASES = [
 
 def hf_config(case):
     """The `config.json` dict of a `LlamaForCausalLM` as transformers 4.x or 5.x saves it."""
+    shapes = SHAPES[case.shapes]
+    c = shapes.config
     common = {
         "architectures": ["LlamaForCausalLM"],
         "attention_bias": False,
         "attention_dropout": 0.0,
         "bos_token_id": 1,
         "eos_token_id": 2,
-        "head_dim": TINY["head_dim"],
+        "head_dim": c["head_dim"],
         "hidden_act": "silu",
-        "hidden_size": TINY["hidden_size"],
+        "hidden_size": c["hidden_size"],
         "initializer_range": 0.02,
-        "intermediate_size": TINY["intermediate_size"],
-        "max_position_embeddings": TINY["max_position_embeddings"],
+        "intermediate_size": c["intermediate_size"],
+        "max_position_embeddings": c["max_position_embeddings"],
         "mlp_bias": False,
         "model_type": "llama",
-        "num_attention_heads": TINY["num_attention_heads"],
+        "num_attention_heads": c["num_attention_heads"],
         "num_hidden_layers": case.layers,
-        "num_key_value_heads": TINY["num_key_value_heads"],
+        "num_key_value_heads": c["num_key_value_heads"],
         "pretraining_tp": 1,
-        "rms_norm_eps": TINY["rms_norm_eps"],
+        "rms_norm_eps": c["rms_norm_eps"],
         "tie_word_embeddings": case.tied,
         "use_cache": True,
-        "vocab_size": TINY["vocab_size"],
+        "vocab_size": c["vocab_size"],
     }
     dtype_name = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}[case.dtype]
     if case.config_format == "hf4":
         return {
             **common,
-            "rope_scaling": dict(TINY_LLAMA3_ROPE),
-            "rope_theta": TINY["rope_theta"],
+            "rope_scaling": dict(shapes.rope),
+            "rope_theta": c["rope_theta"],
             "torch_dtype": dtype_name,
             "transformers_version": "4.46.3",
         }
@@ -183,7 +237,7 @@ def hf_config(case):
         **common,
         "dtype": dtype_name,
         "pad_token_id": None,
-        "rope_parameters": {**TINY_LLAMA3_ROPE, "rope_theta": TINY["rope_theta"]},
+        "rope_parameters": {**shapes.rope, "rope_theta": c["rope_theta"]},
         "transformers_version": "5.0.0",
     }
 
@@ -211,16 +265,15 @@ def tensor_shapes(config):
     return shapes
 
 
-def random_tensor(name, shape, rng):
-    """f32 values for non-degenerate greedy decoding: norm weights 1 +- 0.25, projections
-    0.1 (activations of order 1), embedding 0.1 (small enough next to the layers' outputs
-    that a tied head does not just repeat the input token) and an untied head 0.15
-    (logits of a few units)."""
+def random_tensor(name, shape, rng, scale):
+    """f32 values for non-degenerate greedy decoding: norm weights 1 +- 0.25, and at tiny's
+    width (`scale` 1) projections 0.1 (activations of order 1), embedding 0.1 (small enough
+    next to the layers' outputs that a tied head does not just repeat the input token) and
+    an untied head 0.15 (logits of a few units)."""
     if name.endswith("norm.weight"):
         return 1.0 + 0.25 * rng.standard_normal(shape)
-    if name == "lm_head.weight":
-        return 0.15 * rng.standard_normal(shape)
-    return 0.1 * rng.standard_normal(shape)
+    std = 0.15 if name == "lm_head.weight" else 0.1
+    return std * scale * rng.standard_normal(shape)
 
 
 def stored_values(values, dtype):
@@ -438,17 +491,20 @@ class Mismatch(Exception):
     pass
 
 
-def run_llama(binary, model_dir, case, logits_path):
-    """Runs `llama --cpu` on the directory; returns the tokens of each sequence and the
-    last step's logits [B, vocab]."""
+def run_llama(binary, model_dir, case, logits_path, gpu):
+    """Runs `llama` on the directory (`--cpu` unless `gpu`; on the GPU the binary must say
+    that it runs there); returns the tokens of each sequence and the last step's logits
+    [B, vocab]."""
     command = [
-        str(binary), "--cpu", "--weights", str(model_dir),
+        str(binary), *([] if gpu else ["--cpu"]), "--weights", str(model_dir),
         "--prompt-ids", ",".join(map(str, case.prompt)),
         "--tokens", str(case.tokens), "--batch", str(case.batch), "--logits", str(logits_path),
     ]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
         raise Mismatch(f"`{' '.join(command)}` failed ({run.returncode}):\n{run.stdout}{run.stderr}")
+    if gpu and not any(line.startswith("backend: GPU") for line in run.stdout.splitlines()):
+        raise Mismatch(f"--gpu, but the binary did not run on a GPU:\n{run.stdout}{run.stderr}")
     sequences = {}
     for line in run.stdout.splitlines():
         if line.startswith("sequence "):
@@ -458,7 +514,7 @@ def run_llama(binary, model_dir, case, logits_path):
     if any(t is None or len(t) != case.tokens for t in tokens):
         raise Mismatch(f"expected {case.batch} sequences of {case.tokens} tokens in the output:\n{run.stdout}")
     logits = np.load(logits_path)
-    if logits.shape != (case.batch, TINY["vocab_size"]) or logits.dtype != np.float32:
+    if logits.shape != (case.batch, SHAPES[case.shapes].config["vocab_size"]) or logits.dtype != np.float32:
         raise Mismatch(f"logits of shape {logits.shape} and dtype {logits.dtype}")
     return tokens, logits
 
@@ -529,19 +585,19 @@ def greedy_agreement(peer, case, rust_tokens):
 
 def write_random_model(case, model_dir):
     """Writes the case's random checkpoint; returns the stored tensors by name."""
-    rng = np.random.default_rng(case.seed)
+    rng, scale = np.random.default_rng(case.seed), SHAPES[case.shapes].weight_scale
     shapes = tensor_shapes(hf_config(case))
-    stored = {name: stored_values(random_tensor(name, shape, rng), case.dtype) for name, shape in shapes.items()}
+    stored = {name: stored_values(random_tensor(name, shape, rng, scale), case.dtype) for name, shape in shapes.items()}
     model_dir.mkdir()
     write_model_dir(model_dir, case, stored)
     return stored
 
 
-def check_case(case, binary, work_dir):
+def check_case(case, binary, work_dir, gpu):
     """Runs one case; returns its summary line, or raises Mismatch naming what broke."""
     model_dir = work_dir / case.name
     stored = write_random_model(case, model_dir)
-    rust_tokens, rust_logits = run_llama(binary, model_dir, case, work_dir / f"{case.name}.npy")
+    rust_tokens, rust_logits = run_llama(binary, model_dir, case, work_dir / f"{case.name}.npy", gpu)
 
     config = parse_hf_config((model_dir / "config.json").read_text())
     weights = load_peer_weights(stored)
@@ -574,21 +630,29 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--llama", type=Path, default=default_binary(), help="the llama binary")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the Rust tokens too")
+    parser.add_argument("--gpu", action="store_true", help="run the binary on the GPU (no --cpu); it must find one")
+    parser.add_argument(
+        "--shapes",
+        choices=["tiny", "llama-3.2-1b", "all"],
+        default="tiny",
+        help="tiny's cases (the default), Llama-3.2-1B's (2 layers; for --gpu with a release binary), or both",
+    )
     args = parser.parse_args(argv)
     if not args.llama.is_file():
         sys.exit(f"hf_peer: no llama binary at {args.llama} (build it: cargo build -p llama)")
+    cases = {"tiny": CASES, "llama-3.2-1b": CASES_1B, "all": CASES + CASES_1B}[args.shapes]
     failures = 0
     with tempfile.TemporaryDirectory(prefix="hf-peer-") as tmp:
-        for case in CASES:
+        for case in cases:
             try:
-                summary, tokens = check_case(case, args.llama, Path(tmp))
+                summary, tokens = check_case(case, args.llama, Path(tmp), args.gpu)
                 print(f"ok   {summary}", flush=True)
                 if args.verbose:
                     print(f"     Rust tokens: {tokens}")
             except Mismatch as e:
                 failures += 1
                 print(f"FAIL {e}", flush=True)
-    print(f"hf_peer: {len(CASES) - failures} passed, {failures} failed")
+    print(f"hf_peer: {len(cases) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
