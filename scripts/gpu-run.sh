@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, after scripts/pack-gpu:
 # every test binary (GPU tests included), the splitk example, compute-sanitizer on it,
-# and the benchmarks. Logs go to $OUT (or ./gpu-out).
+# the llama binary against the Hugging Face peer, and the benchmarks. Logs go to $OUT
+# (or ./gpu-out).
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -19,6 +20,13 @@ for tool in memcheck racecheck; do
   echo "$tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
   [ $rc = 0 ] || status=1
 done
+echo "--- llama against the Hugging Face peer, on the GPU (tiny and Llama-3.2-1B shapes)"
+if [ -x .gpu/bin/llama ]; then
+  python3 examples/llama/peer/hf_peer.py --gpu --shapes all --llama .gpu/bin/llama 2>&1 | tee "$out/hf-peer.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+else
+  echo "no .gpu/bin/llama (pack with -p llama)"; status=1
+fi
 echo "--- benchmarks"
 bash .gpu/run.sh exec gpu_bench --json "$out/bench.jsonl" 2>&1 | tee "$out/bench.log" || status=1
 exit $status
