@@ -425,6 +425,10 @@ fn lower_group(
         if dt.names.iter().any(|d| *v == d) {
             errors.error(v.span(), format!("tile index `{v}` has the name of a dim; rename one of them"));
         }
+        if params.iter().any(|t| *v == t) {
+            // `v.tile(..)` and `v` in an index expression would name different things
+            errors.error(v.span(), format!("tile index `{v}` has the name of a tensor parameter; rename one of them"));
+        }
         if group.vars[..k].contains(v) {
             errors.error(v.span(), format!("tile index `{v}` is declared twice"));
         }
@@ -461,6 +465,7 @@ fn lower_group(
                 });
             }
             TileStmt::Op(call) => {
+                let func = from_module(&call.func);
                 let mut args = Vec::new();
                 for arg in &call.args {
                     match arg {
@@ -499,7 +504,7 @@ fn lower_group(
                             // exactly (the emitted spec reads it) and at compile time through
                             // the race checks' constants
                             let access = if m.params[tensor].mutable { Access::Write } else { Access::Read };
-                            tile_args.push((call.func.clone(), args.len(), call.span));
+                            tile_args.push((func.clone(), args.len(), call.span));
                             tiles.push(TileAccess {
                                 tensor: tensor as u16,
                                 index: Cow::Owned(index.iter().map(|(_, a)| a.clone()).collect()),
@@ -515,7 +520,7 @@ fn lower_group(
                         },
                     }
                 }
-                stmts.push(LoweredStmt::Op { func: call.func.clone(), args, span: call.span });
+                stmts.push(LoweredStmt::Op { func, args, span: call.span });
             }
         }
     }
@@ -560,11 +565,37 @@ fn lower_group(
     (spec, low)
 }
 
+/// The op path `func`, as written in the user's module, as seen from the megakernel's
+/// module inside it: a leading `super` or `self` is one module further up. (`crate::`,
+/// `::` and plain paths name the same item from both, the latter through the module's
+/// `use super::*`.)
+fn from_module(func: &Path) -> Path {
+    let mut out = func.clone();
+    if func.leading_colon.is_none()
+        && let Some(first) = func.segments.first()
+    {
+        let span = first.ident.span();
+        if first.ident == "super" {
+            out.segments.insert(0, syn::PathSegment::from(Ident::new("super", span)));
+        } else if first.ident == "self" {
+            out.segments[0] = syn::PathSegment::from(Ident::new("super", span));
+        }
+    }
+    out
+}
+
 fn scalar(e: &Expr, vars: &[String], dt: &DimTable) -> syn::Result<Scalar> {
     if let Expr::Lit(l) = e
         && let syn::Lit::Float(f) = &l.lit
     {
         return Ok(Scalar::Float(f.base10_digits().to_string()));
+    }
+    if let Expr::Unary(u) = e
+        && matches!(u.op, syn::UnOp::Neg(_))
+        && let Expr::Lit(l) = &*u.expr
+        && let syn::Lit::Float(f) = &l.lit
+    {
+        return Ok(Scalar::Float(format!("-{}", f.base10_digits())));
     }
     let scope = dt.scope(vars, "a scalar tile-op argument");
     affine(e, &scope).map(Scalar::Int).map_err(|err| {

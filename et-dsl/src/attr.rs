@@ -129,28 +129,49 @@ struct DimList(Vec<DimArg>);
 
 impl Parse for DimList {
     fn parse(input: ParseStream) -> syn::Result<Self> {
+        // every entry is checked, the bad ones' errors reported together: a value out of
+        // range or an entry without one; a syntax error stops the list there
         let mut out = Vec::new();
-        while !input.is_empty() {
-            let name: Ident = input.parse()?;
-            let value = if input.peek(Token![<=]) {
-                input.parse::<Token![<=]>()?;
-                DimValue::Max(positive(input.parse()?)?)
-            } else if input.peek(Token![=]) {
-                input.parse::<Token![=]>()?;
-                DimValue::Static(positive(input.parse()?)?)
-            } else {
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!("expected `{name} = value` (a static dim) or `{name} <= bound` (a bounded symbolic dim)"),
-                ));
-            };
-            out.push(DimArg { name, value });
-            if input.is_empty() {
-                break;
+        let mut bad: Option<syn::Error> = None;
+        let mut report = |e: syn::Error| match &mut bad {
+            Some(b) => b.combine(e),
+            None => bad = Some(e),
+        };
+        let end = (|| {
+            while !input.is_empty() {
+                let name: Ident = input.parse()?;
+                let value = if input.peek(Token![<=]) {
+                    input.parse::<Token![<=]>()?;
+                    positive(input.parse()?).map(DimValue::Max)
+                } else if input.peek(Token![=]) {
+                    input.parse::<Token![=]>()?;
+                    positive(input.parse()?).map(DimValue::Static)
+                } else {
+                    Err(syn::Error::new(
+                        name.span(),
+                        format!(
+                            "expected `{name} = value` (a static dim) or `{name} <= bound` (a bounded symbolic dim)"
+                        ),
+                    ))
+                };
+                match value {
+                    Ok(value) => out.push(DimArg { name, value }),
+                    Err(e) => report(e),
+                }
+                if input.is_empty() {
+                    break;
+                }
+                input.parse::<Token![,]>()?;
             }
-            input.parse::<Token![,]>()?;
+            Ok(())
+        })();
+        if let Err(e) = end {
+            report(e);
         }
-        Ok(DimList(out))
+        match bad {
+            Some(e) => Err(e),
+            None => Ok(DimList(out)),
+        }
     }
 }
 

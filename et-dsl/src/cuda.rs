@@ -44,13 +44,30 @@ impl Text {
     }
 }
 
+/// The C++ name of tile index (`prefix` `v`) or dim (`d`) number `k`, which the user
+/// named `name`: `v_<name>` where the name is an ASCII identifier, else (a raw
+/// identifier, `r#in`, or a non-ASCII one, `Ñ`: no C++ names) `v_<k>`, which no user's
+/// name gives, since none starts with a digit.
+fn c_name(prefix: &str, k: usize, name: &str) -> String {
+    if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        format!("{prefix}_{name}")
+    } else {
+        format!("{prefix}_{k}")
+    }
+}
+
+/// [`c_name`] of each of `names`.
+fn c_names(prefix: &str, names: &[String]) -> Vec<String> {
+    names.iter().enumerate().map(|(k, n)| c_name(prefix, k, n)).collect()
+}
+
 /// The CUDA C++ expression of an affine form (`v_` tile indices, `d_` dims).
 fn c_affine(a: &Affine, vars: &[String], dims: &[String]) -> String {
     let mut s = format!("({}LL", a.constant);
     for &(t, c) in a.terms.iter() {
         let name = match t {
-            Term::Var(v) => format!("v_{}", vars[v as usize]),
-            Term::Dim(d) => format!("d_{}", dims[d as usize]),
+            Term::Var(v) => c_name("v", v as usize, &vars[v as usize]),
+            Term::Dim(d) => c_name("d", d as usize, &dims[d as usize]),
         };
         s.push_str(&format!(" + {c}LL * {name}"));
     }
@@ -73,18 +90,16 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
             "\n__device__ __forceinline__ void et_group_{g}(const EtArgs& args, et::Ctx& ctx, const long long (&v)[ET_MAX_RANK]) {{ // {}\n",
             group.name
         ));
-        for (k, v) in vars.iter().enumerate() {
-            t.push(&format!("    const long long v_{v} = v[{k}];\n"));
+        let (vn, dn) = (c_names("v", &vars), c_names("d", dims));
+        for (k, v) in vn.iter().enumerate() {
+            t.push(&format!("    const long long {v} = v[{k}];\n"));
         }
-        for (k, d) in dims.iter().enumerate() {
-            t.push(&format!("    const long long d_{d} = args.dims[{k}];\n"));
+        for (k, d) in dn.iter().enumerate() {
+            t.push(&format!("    const long long {d} = args.dims[{k}];\n"));
         }
         t.push("    (void)args; (void)ctx;");
-        for v in &vars {
-            t.push(&format!(" (void)v_{v};"));
-        }
-        for d in dims {
-            t.push(&format!(" (void)d_{d};"));
+        for v in vn.iter().chain(&dn) {
+            t.push(&format!(" (void){v};"));
         }
         t.push("\n");
         // op statements since the last CTA barrier (statement, call)
@@ -388,11 +403,11 @@ fn task_active(spec: &et_graph::GraphSpec, dims: &[String]) -> String {
         let Some(c) = &group.condition else { continue };
         let vars: Vec<String> = group.vars.iter().map(|v| v.to_string()).collect();
         s.push_str(&format!("    case {g}: {{\n"));
-        for (k, v) in vars.iter().enumerate() {
-            s.push_str(&format!("        const long long v_{v} = v[{k}]; (void)v_{v};\n"));
+        for (k, v) in c_names("v", &vars).iter().enumerate() {
+            s.push_str(&format!("        const long long {v} = v[{k}]; (void){v};\n"));
         }
-        for (k, d) in dims.iter().enumerate() {
-            s.push_str(&format!("        const long long d_{d} = args.dims[{k}]; (void)d_{d};\n"));
+        for (k, d) in c_names("d", dims).iter().enumerate() {
+            s.push_str(&format!("        const long long {d} = args.dims[{k}]; (void){d};\n"));
         }
         s.push_str(&format!("        return {};\n    }}\n", condition_code(spec, c, &vars, dims)));
     }

@@ -5,7 +5,7 @@ use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, Index, Schedu
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt, RaceCheck};
+use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt, RaceCheck, Scalar};
 use crate::attr::Args;
 use crate::model::Megakernel;
 
@@ -17,8 +17,8 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     let vis = &m.vis;
     let docs = m.attrs.iter().filter(|a| a.path().is_ident("doc"));
     let graph = graph_tokens(a, &p);
-    let task_fns: Vec<TokenStream> = a.groups.iter().map(|lg| task_fn(lg, m, a, &p)).collect();
-    let task_names: Vec<_> = a.groups.iter().map(|lg| format_ident!("__et_task_{}", lg.name)).collect();
+    let task_fns: Vec<TokenStream> = a.groups.iter().enumerate().map(|(g, lg)| task_fn(g, lg, a, &p)).collect();
+    let task_names: Vec<_> = a.groups.iter().map(task_ident).collect();
     let cuda_body = crate::cuda::body(a, args.threads);
     let (ops, op_checks, smem) = op_calls(a, &p);
     let sites = op_sites(a);
@@ -45,11 +45,11 @@ pub fn generate(m: &Megakernel, a: &Analyzed, args: &Args) -> TokenStream {
     });
     let kernel = kernel_items(&p, graph, cuda_body, (&ops, &smem, &sites), threads, &task_names);
     let launch_body = quote! {
-        let args = [#(#raws),*];
+        let __et_args = [#(#raws),*];
         // SAFETY: each view comes from a live tensor of backend `B` borrowed for this
         // call, written ones from `&mut` borrows (which the borrow checker keeps
         // unique), and their dtypes are the declared ones.
-        unsafe { backend.launch(&ENTRY, &args, options) }
+        unsafe { __et_backend.launch(&ENTRY, &__et_args, __et_options) }
     };
     let launch = launch_items(&p, &name.to_string(), &params, launch_body);
 
@@ -100,20 +100,21 @@ pub(crate) fn kernel_items(
 }
 
 /// `launch` and `launch_with` over `params` (`name: &B::Tensor<T>` tokens); `body` runs
-/// in `launch_with` with `backend`, `options` and the parameters in scope.
+/// in `launch_with` with `__et_backend`, `__et_options` and the parameters in scope (the
+/// backend and options have names no tensor parameter can have by accident).
 pub(crate) fn launch_items(p: &TokenStream, name: &str, params: &[TokenStream], body: TokenStream) -> TokenStream {
     let doc = format!(
-        "Runs `{name}` once on `backend` and waits for it; symbolic dims are resolved from the tensors' shapes."
+        "Runs `{name}` once on the backend and waits for it; symbolic dims are resolved from the tensors' shapes."
     );
     let names = params.iter().map(|param| param.clone().into_iter().next());
     quote! {
         #[doc = #doc]
-        pub fn launch<B: #p::Backend>(backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
-            launch_with(backend, &#p::LaunchOptions::default(), #(#names),*)
+        pub fn launch<B: #p::Backend>(__et_backend: &B, #(#params),*) -> #p::Result<#p::LaunchReport> {
+            launch_with(__et_backend, &#p::LaunchOptions::default(), #(#names),*)
         }
 
         /// As [`launch`], with explicit options (schedule, trace, watchdog, chaos).
-        pub fn launch_with<B: #p::Backend>(backend: &B, options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
+        pub fn launch_with<B: #p::Backend>(__et_backend: &B, __et_options: &#p::LaunchOptions, #(#params),*) -> #p::Result<#p::LaunchReport> {
             #body
         }
     }
@@ -140,6 +141,7 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
     calls
         .map(|(func, args, span)| {
             let called_as = func.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+            let func = &op_item(func);
             let sizes = || {
                 args.iter().map(|arg| match arg {
                     LoweredArg::Tile { size, .. } => size.iter().map(|(_, x)| x).collect(),
@@ -186,6 +188,17 @@ fn op_calls(a: &Analyzed, p: &TokenStream) -> (Vec<TokenStream>, Vec<TokenStream
         })
 }
 
+/// The op's module (`tile_op!` makes one per op, beside its function) from the path it
+/// is called by: without the call's generic arguments (`add::<f32, 1>` calls `add`,
+/// whose items are `add::OP`).
+fn op_item(func: &syn::Path) -> syn::Path {
+    let mut item = func.clone();
+    if let Some(last) = item.segments.last_mut() {
+        last.arguments = syn::PathArguments::None;
+    }
+    item
+}
+
 /// The largest value of an extent (affine in dims) over the admissible dims, where
 /// symbolic dims range over `1 ..= max`; or, where a dim that raises it has no maximum,
 /// the extent as written and those dims as `R <= ..`.
@@ -229,16 +242,57 @@ fn op_sites(a: &Analyzed) -> Vec<TokenStream> {
     out
 }
 
-fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> TokenStream {
-    let fname = format_ident!("__et_task_{}", lg.name);
-    let cx = quote!(__et_cx);
-    let vars = lg.vars.iter().enumerate().map(|(k, v)| quote!(let #v: i64 = #cx.var(#k);));
-    let dims = a.dim_names.iter().enumerate().map(|(k, d)| {
-        let id = syn::Ident::new(d, Span::call_site());
-        quote!(let #id: i64 = #cx.dim(#k);)
+/// The CPU task function's binding of the group's `k`-th tile index. Every binding of a
+/// task function has a generated name, never the user's: the function sits in a module
+/// that imports the user's (`use super::*`), where a `let N` would be a pattern when the
+/// user's module has a constant, unit struct or enum variant `N`.
+fn var_ident(k: usize) -> proc_macro2::Ident {
+    format_ident!("__et_v{}", k)
+}
+
+/// The CPU task function's binding of dim `k` (see [`var_ident`]).
+fn dim_ident(k: usize) -> proc_macro2::Ident {
+    format_ident!("__et_d{}", k)
+}
+
+/// The CPU task function's binding of tensor `k`, spanned at the user's name of it (see
+/// [`var_ident`]).
+fn tensor_ident(k: usize, span: Span) -> proc_macro2::Ident {
+    proc_macro2::Ident::new(&format!("__et_t{k}"), span)
+}
+
+/// The CPU task function of a group (named in backtraces; `format_ident!` drops a raw
+/// name's `r#`).
+fn task_ident(lg: &LoweredGroup) -> proc_macro2::Ident {
+    format_ident!("__et_task_{}", lg.name)
+}
+
+/// `a` as an `i64` expression of the task function's bindings.
+fn rust_affine(a: &Affine) -> TokenStream {
+    let c = a.constant;
+    let terms = a.terms.iter().map(|&(t, k)| {
+        let id = match t {
+            Term::Var(v) => var_ident(v as usize),
+            Term::Dim(d) => dim_ident(d as usize),
+        };
+        quote!(+ #k * #id)
     });
-    let tensors = m.params.iter().zip(a.spec.tensors.iter()).enumerate().map(|(t, (param, spec))| {
-        let n = &param.name;
+    quote!((#c #(#terms)*))
+}
+
+fn task_fn(g: usize, lg: &LoweredGroup, a: &Analyzed, p: &TokenStream) -> TokenStream {
+    let fname = task_ident(lg);
+    let cx = quote!(__et_cx);
+    let vars = (0..lg.vars.len()).map(|k| {
+        let v = var_ident(k);
+        quote!(let #v: i64 = #cx.var(#k);)
+    });
+    let dims = (0..a.dim_names.len()).map(|k| {
+        let d = dim_ident(k);
+        quote!(let #d: i64 = #cx.dim(#k);)
+    });
+    let tensors = a.spec.tensors.iter().enumerate().map(|(t, spec)| {
+        let n = tensor_ident(t, Span::call_site());
         let ty = dtype_tokens(spec.dtype, p);
         if spec.access == Access::Write {
             quote!(let #n = #cx.output::<#ty>(#t);)
@@ -247,7 +301,7 @@ fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> 
         }
     });
     // a group with a condition evaluates it right after its guard, the first `wait!`
-    let conditional = a.spec.groups.iter().zip(&a.groups).any(|(g, l)| std::ptr::eq(l, lg) && g.condition.is_some());
+    let conditional = a.spec.groups[g].condition.is_some();
     let stmts = lg.stmts.iter().map(|s| match s {
         LoweredStmt::Wait { access: 0, span } if conditional => {
             quote_spanned!(*span=> #cx.wait(0); if !#cx.condition() { return; })
@@ -269,21 +323,35 @@ fn task_fn(lg: &LoweredGroup, m: &Megakernel, a: &Analyzed, p: &TokenStream) -> 
     }
 }
 
+/// An op call's argument, from its lowered form (the user's expressions name the user's
+/// tile indices, dims and tensors, which the task function does not bind).
 fn arg_tokens(arg: &LoweredArg) -> TokenStream {
     match arg {
-        LoweredArg::Tile { ident: t, index, size, span, .. } => {
-            let index = index.iter().map(|(e, _)| quote!((#e) as i64));
-            // a symbolic extent is the user's expression of the dims the task binds
-            let size = size.iter().map(|(e, x)| match x.as_constant() {
+        LoweredArg::Tile { tensor, ident, index, size, span } => {
+            let t = tensor_ident(*tensor, ident.span());
+            let index = index.iter().map(|(_, x)| rust_affine(x));
+            let size = size.iter().map(|(_, x)| match x.as_constant() {
                 Some(c) => {
                     let c = c as usize;
                     quote!(#c)
                 }
-                None => quote!(((#e) as usize)),
+                None => {
+                    let x = rust_affine(x);
+                    quote!((#x as usize))
+                }
             });
             quote_spanned!(*span=> #t.tile([#(#index),*], [#(#size),*]))
         }
-        LoweredArg::Scalar { expr, .. } => quote!(#expr),
+        LoweredArg::Scalar { value: Scalar::Int(x), .. } => match x.as_constant() {
+            // unsuffixed, so that it takes the type of the op's parameter, as the user's did
+            Some(c) => {
+                let lit = proc_macro2::Literal::u64_unsuffixed(c.unsigned_abs());
+                if c < 0 { quote!((-#lit)) } else { quote!(#lit) }
+            }
+            None => rust_affine(x),
+        },
+        // a float literal, perhaps negated: it names nothing
+        LoweredArg::Scalar { value: Scalar::Float(_), expr } => quote!(#expr),
     }
 }
 
@@ -337,6 +405,7 @@ fn graph_tokens(a: &Analyzed, p: &TokenStream) -> TokenStream {
             let index = t.index.iter().map(|x| affine_tokens(x, p));
             let size = t.size.iter().map(|x| affine_tokens(x, p));
             let stmt = t.stmt;
+            let func = op_item(func);
             let access = quote_spanned!(*span=> if #func::OP.args[#k].is_write() { #p::Access::Write } else { #p::Access::Read });
             quote!(#p::TileAccess { tensor: #tensor, index: #p::Cow::Borrowed(&[#(#index),*]), size: #p::Cow::Borrowed(&[#(#size),*]), access: #access, stmt: #stmt })
         });
@@ -386,7 +455,10 @@ fn race_tokens(check: &RaceCheck) -> TokenStream {
     // every token at the op call: rustc reports the failed evaluation where the panic is
     let span = check.span;
     let writes = |side: &Option<(syn::Path, usize)>| match side {
-        Some((func, k)) => quote_spanned!(span=> #func::OP.args[#k].is_write()),
+        Some((func, k)) => {
+            let func = op_item(func);
+            quote_spanned!(span=> #func::OP.args[#k].is_write())
+        }
         None => quote_spanned!(span=> false),
     };
     let mut branches = Vec::new();

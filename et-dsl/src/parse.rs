@@ -283,8 +283,19 @@ impl Parse for TileGroup {
         let body;
         syn::braced!(body in input);
         let mut stmts = Vec::new();
+        // every statement is parsed, the bad ones' errors reported together
+        let mut bad: Option<syn::Error> = None;
         for stmt in body.call(syn::Block::parse_within)? {
-            stmts.push(tile_stmt(&stmt)?);
+            match tile_stmt(&stmt) {
+                Ok(s) => stmts.push(s),
+                Err(e) => match &mut bad {
+                    Some(b) => b.combine(e),
+                    None => bad = Some(e),
+                },
+            }
+        }
+        if let Some(e) = bad {
+            return Err(e);
         }
         if !input.is_empty() {
             return Err(input.error("unexpected tokens after the tile body"));
