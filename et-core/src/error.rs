@@ -70,7 +70,8 @@ pub enum Error {
         bound: i64,
     },
     /// An element received more signals than its count (a count declared for, or read
-    /// for, an event signalled through routing data, which resolution cannot count): the
+    /// for, an event signalled through routing data or by a group with a run-time
+    /// condition, whose signals resolution cannot count): the
     /// tasks waiting on it may have run before the late producer's writes. Detected by the
     /// CPU backend and by the GPU's dynamic schedule; the GPU's static schedule signals
     /// without reading the counter back and does not detect it.

@@ -832,13 +832,38 @@ pub fn check_group_cycles(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             .filter(|e| component[e.0 as usize] == root && component[e.1 as usize] == root)
             .copied()
             .collect();
-        report_group_cycle(spec, &inside, out);
+        let known = tasks_cycle_through(spec, &members);
+        report_group_cycle(spec, &inside, known, out);
     }
 }
 
+/// Whether the task graph at some sample size has a cycle through tasks of two or more
+/// of the groups `members` (their edges only; data-dependent accesses are left out, as
+/// everywhere at compile time).
+fn tasks_cycle_through(spec: &GraphSpec, members: &[usize]) -> bool {
+    sample_dims(spec).unwrap_or_default().into_iter().any(|dims| {
+        let shapes = spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect()).collect();
+        let Ok(r) = Resolved::shapes_only(spec, shapes) else { return false };
+        let inside = |t: TaskId| members.contains(&r.group_of(t));
+        let edges = (0..r.n_tasks)
+            .filter(|&t| inside(t))
+            .flat_map(|t| r.dependencies(t).filter(|&d| inside(d)).map(move |d| (d, t)))
+            .collect::<Vec<_>>();
+        let (_, indegree) = kahn(r.n_tasks as usize, edges, Vec::new());
+        // tasks left with a dependency lie on a cycle or after one
+        let mut left: Vec<usize> =
+            (0..r.n_tasks).filter(|&t| indegree[t as usize] > 0).map(|t| r.group_of(t)).collect();
+        left.sort_unstable();
+        left.dedup();
+        left.len() >= 2
+    })
+}
+
 /// Reports one cycle of the group graph `edges` (which has one), at the `wait!` that
-/// closes its first edge.
-fn report_group_cycle(spec: &GraphSpec, edges: &[(u32, u32, usize, u16)], out: &mut Vec<Diagnostic>) {
+/// closes its first edge: as a dependency cycle where the task graph is `known` to have
+/// one at a sample size, else as a cycle that the ranking proof could not order (the
+/// tasks may be acyclic, but the rule accepts only what it proves).
+fn report_group_cycle(spec: &GraphSpec, edges: &[(u32, u32, usize, u16)], known: bool, out: &mut Vec<Diagnostic>) {
     let (_, indegree) = kahn(spec.groups.len(), edges.iter().map(|e| (e.0, e.1)), Vec::new());
     if indegree.iter().all(|&d| d == 0) {
         return;
@@ -850,14 +875,24 @@ fn report_group_cycle(spec: &GraphSpec, edges: &[(u32, u32, usize, u16)], out: &
     let names: Vec<String> = cycle.iter().map(|&g| format!("`{}`", spec.groups[g as usize].name)).collect();
     let (first, second) = (cycle[0], cycle[1]);
     let Some(&(_, _, k, ev)) = edges.iter().find(|e| (e.0, e.1) == (first, second)) else { return };
-    out.push(error(
-        access_at(second as usize, AccessKind::Wait, k, None),
-        format!("dependency cycle between tile groups: {}", names.join(" -> ")),
-        format!(
-            "`{}` waits on event `{}`, which `{}` signals; each group on the cycle waits for the next",
-            spec.groups[second as usize].name, spec.events[ev as usize].name, spec.groups[first as usize].name
-        ),
-    ));
+    let edge = format!(
+        "`{}` waits on event `{}`, which `{}` signals",
+        spec.groups[second as usize].name, spec.events[ev as usize].name, spec.groups[first as usize].name
+    );
+    let (message, help) = if known {
+        (
+            format!("dependency cycle between tile groups: {}", names.join(" -> ")),
+            format!("{edge}; each group on the cycle waits for the next"),
+        )
+    } else {
+        (
+            format!("cycle between tile groups {} with no tile index proven to advance around it", names.join(" -> ")),
+            format!(
+                "{edge}. The task graph may be acyclic, but a cycle of groups is accepted only when one tile index of each group strictly advances around it, read from event coordinates affine in that index alone with one coefficient for the whole cycle (a layer loop: `attn[l, ..]` waits `h[l, ..]`, `mlp[l, ..]` signals `h[l + 1, ..]`); restructure the events so that such an index exists, or merge the groups"
+            ),
+        )
+    };
+    out.push(error(access_at(second as usize, AccessKind::Wait, k, None), message, help));
 }
 
 /// The strongly connected component of each node, named by its smallest member:
@@ -914,8 +949,8 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                             consumer.name, spec.events[w.event as usize].name, producer.name
                         ),
                         format!(
-                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` the same condition, or declare the count that arrives (`count = dyn(..)`)",
-                            producer.name, consumer.name
+                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` the same condition, or declare the count that arrives (`count = dyn(..)`, 0 where `{}` is inactive)",
+                            producer.name, consumer.name, producer.name
                         ),
                     ));
                 }
@@ -1045,7 +1080,11 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         let before = out.len();
         for p in r.count_problems() {
             let ev = &spec.events[p.event as usize];
-            let el = r.describe_element(p.element);
+            // a negative count names its event only (it may have no elements)
+            let el = match p.kind {
+                CountProblemKind::Negative { .. } => String::new(),
+                _ => r.describe_element(p.element),
+            };
             match p.kind {
                 CountProblemKind::NeverSignalled { consumer } => {
                     let loc = wait_touching(&r, consumer, p.element).unwrap_or(Location::Event(p.event));
@@ -1065,6 +1104,10 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                         "explicit count {count} disagrees with the signals: `{el}` receives {signals} signal{} per launch{sizes}",
                         plural(signals as usize)
                     ),
+                )),
+                CountProblemKind::Negative { count } => out.push(diag(
+                    Location::EventCount(p.event),
+                    format!("the count of event `{}` is {count}, but a count must be ≥ 0{sizes}", ev.name),
                 )),
                 CountProblemKind::NotUniform { signals, other, other_signals } => out.push(Diagnostic {
                     severity: Severity::Error,

@@ -424,3 +424,139 @@ fn launch_shapes_that_push_an_expression_past_two_to_the_48_are_an_error() {
     // small shapes solve as before
     assert_eq!(et_graph::resolve::resolve_dims(&spec, &[vec![16]]), Ok(vec![16]));
 }
+
+/// `conditional(false, ..)` with its count read per element from a second tensor, `cnt`.
+fn conditional_dyn() -> GraphSpec {
+    let mut spec = conditional(false, Count::PerElement { tensor: 1 });
+    spec.tensors.to_mut().push(tensor("cnt", DType::U32, vec![dim(0)], Access::Read));
+    spec
+}
+
+#[test]
+fn a_conditional_producer_takes_the_count_that_arrives() {
+    let spec = conditional_dyn();
+    assert!(check(&spec).iter().all(|d| d.severity != Severity::Error), "{:?}", check(&spec));
+    // up[1] is inactive (1 < counts[1] is false): d[1] receives no signal, its count says 0
+    let launch = Launch(vec![vec![2], vec![2]], vec![vec![2, 1], vec![1, 0]]);
+    let r = Resolved::new(&spec, &launch).unwrap();
+    assert_eq!(&r.target[2..4], &[1, 0]);
+    // the count is the device's to check: resolution does not hold it to the tally over
+    // every task, which is only an upper bound
+    let all = Launch(vec![vec![2], vec![2]], vec![vec![2, 2], vec![1, 1]]);
+    assert_eq!(&Resolved::new(&spec, &all).unwrap().target[2..4], &[1, 1]);
+    // a fixed count of a conditional producer's event is taken as declared too
+    let fixed = conditional(false, Count::Fixed(lit(0)));
+    let r = Resolved::new(&fixed, &Launch(vec![vec![2]], vec![vec![0, 0]])).unwrap();
+    assert_eq!(&r.target[2..4], &[0, 0]);
+}
+
+#[test]
+fn an_inferred_count_of_a_conditional_producer_is_still_checked() {
+    // `fin` shares the condition: the count is the tally over every task, checked as ever
+    // and is checked as ever: `up[e]` signalling d[0] leaves d[1] unsignalled
+    let mut spec = conditional(true, Count::Inferred);
+    spec.groups.to_mut()[1].signals = vec![at(1, vec![point(lit(0))])].into();
+    let r = Resolved::shapes_only(&spec, vec![vec![2]]).unwrap();
+    let p = r.count_problems();
+    assert!(
+        matches!(
+            p[..],
+            [et_graph::resolve::CountProblem { kind: et_graph::resolve::CountProblemKind::NeverSignalled { .. }, .. }]
+        ),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn an_explicit_count_of_zero_needs_no_signal() {
+    let mut spec = producer_consumer();
+    spec.events.to_mut()[0].count = Count::Fixed(lit(0));
+    spec.groups.to_mut()[0].signals = vec![].into();
+    let d = check(&spec);
+    assert!(d.iter().all(|d| d.severity != Severity::Error), "{d:?}");
+    let r = Resolved::new(&spec, &shapes(vec![vec![3]])).unwrap();
+    assert_eq!(r.target, vec![0, 0, 0]);
+    // an inferred count still wants a signal
+    spec.events.to_mut()[0].count = Count::Inferred;
+    assert!(check(&spec).iter().any(|d| d.message.contains("no task signals it")));
+}
+
+#[test]
+fn a_negative_count_is_named_as_such() {
+    let mut spec = producer_consumer();
+    spec.events.to_mut()[0].count = Count::Fixed(dim(0).sub(&lit(2)));
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "the count of event `done` is -1, but a count must be ≥ 0 (with R = 1)");
+    let err = Resolved::new(&spec, &shapes(vec![vec![1]])).unwrap_err();
+    assert_eq!(err.to_string(), "event `done`: its count is -1, but a count must be ≥ 0");
+    // at R = 3 the count is 1, what arrives
+    assert!(Resolved::new(&spec, &shapes(vec![vec![3]])).is_ok());
+}
+
+#[test]
+fn a_count_mismatch_of_one_signal_is_singular() {
+    let mut spec = producer_consumer();
+    spec.events.to_mut()[0].count = Count::Fixed(lit(2));
+    let err = Resolved::new(&spec, &shapes(vec![vec![2]])).unwrap_err();
+    assert_eq!(err.to_string(), "event `done`: done[0] receives 1 signal but its count is 2");
+}
+
+/// `a[l]` in [L] waits on `h[2l]` and signals `g[2l]`, `g[2l + 1]`; `b[m]` in [2L] waits on
+/// `g[m]` and signals `h[m + 2]`: the tasks are acyclic (`a[l]` -> `b[2l]` -> `a[l + 1]`),
+/// but no one tile index per group advances with equal coefficients.
+fn different_scales() -> GraphSpec {
+    let two_l = || dim(0).scale(2);
+    graph(
+        "scales",
+        vec![symbolic("L")],
+        vec![tensor("x", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("h", vec![two_l().add(&lit(2))], Count::Inferred), event("g", vec![two_l()], Count::Inferred)],
+        vec![
+            group("seed", &["z"], vec![lit(1)], vec![], vec![at(0, vec![point(lit(0))])]),
+            group(
+                "a",
+                &["l"],
+                vec![dim(0)],
+                vec![at(0, vec![point(var(0).scale(2))])],
+                vec![at(1, vec![point(var(0).scale(2))]), at(1, vec![point(var(0).scale(2).add(&lit(1)))])],
+            ),
+            group(
+                "b",
+                &["m"],
+                vec![two_l()],
+                vec![at(1, vec![point(var(0))])],
+                vec![at(0, vec![point(var(0).add(&lit(2)))])],
+            ),
+        ],
+    )
+}
+
+#[test]
+fn an_unproven_cycle_of_acyclic_tasks_is_not_called_a_dependency_cycle() {
+    let spec = different_scales();
+    // the tasks are acyclic at launch
+    assert!(Resolved::new(&spec, &shapes(vec![vec![4]])).is_ok());
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].severity, Severity::Error);
+    assert!(d[0].message.contains("with no tile index proven to advance around it"), "{}", d[0].message);
+    assert!(!d[0].message.contains("dependency cycle"), "{}", d[0].message);
+    // a real cycle keeps its name
+    let d = check(&crossed_pair_groups());
+    assert!(d.iter().any(|d| d.message.starts_with("dependency cycle between tile groups")), "{d:?}");
+}
+
+/// `left[i]` waits on `pong[i]` and signals `ping[i]`, `right[i]` the reverse.
+fn crossed_pair_groups() -> GraphSpec {
+    graph(
+        "pingpong",
+        vec![symbolic("N")],
+        vec![tensor("x", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("ping", vec![dim(0)], Count::Inferred), event("pong", vec![dim(0)], Count::Inferred)],
+        vec![
+            group("left", &["i"], vec![dim(0)], vec![at(1, vec![point(var(0))])], vec![at(0, vec![point(var(0))])]),
+            group("right", &["i"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![at(1, vec![point(var(0))])]),
+        ],
+    )
+}

@@ -201,3 +201,16 @@ fn dims_resolve_with_clear_errors() {
     let err = Resolved::new(&spec, &Shapes(vec![vec![64]])).unwrap_err().to_string();
     assert!(err.contains("has 1 dimensions, but the megakernel declares 2"), "{err}");
 }
+
+#[test]
+fn a_static_extent_mismatch_names_the_dim_and_says_its_value_once() {
+    // `a: [R, D]` with D = 8 static, passed 4 columns
+    let mut spec = mixed();
+    spec.dims.to_mut().push(et_graph::DimSpec { name: "D".into(), kind: et_graph::DimKind::Static(8) });
+    spec.tensors.to_mut()[0].shape = vec![dim(0).scale(32), dim(1)].into();
+    let err = Resolved::new(&spec, &Shapes(vec![vec![64, 4]])).unwrap_err().to_string();
+    assert_eq!(err, "tensor `a` dimension 1 is 4, but the megakernel declares `D` = 8 (`D` is static)");
+    // a literal extent (or a static dim written in as its value) is said once
+    let err = Resolved::new(&mixed(), &Shapes(vec![vec![64, 100]])).unwrap_err().to_string();
+    assert_eq!(err, "tensor `a` dimension 1 is 100, but the megakernel declares `128`");
+}

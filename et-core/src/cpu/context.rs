@@ -146,9 +146,10 @@ impl<'a> TaskContext<'a> {
     }
 
     /// Stops the launch with [`Error::Overcount`]: element `el` received signal `value`
-    /// of a count of `expected`. Only signals through routing data can get here
-    /// (resolution counts every other signal against the count), and its waiters were
-    /// released at the count, before this task's writes: a wrong answer, not a result.
+    /// of a count of `expected`. Only signals through routing data or from a group with a
+    /// run-time condition can get here (resolution counts every other signal against the
+    /// count), and its waiters were released at the count, before this task's writes: a
+    /// wrong answer, not a result.
     fn overcount(&self, el: u32, value: u32, expected: u32) -> ! {
         let exec = self.exec;
         exec.fail(Error::Overcount {

@@ -558,9 +558,10 @@ struct Ctx {
         if (!ET_SCHEDULE_DYNAMIC || threadIdx.x >= 32u || batch.n == 0u) return;
         const bool mine = threadIdx.x < batch.n;
         unsigned int completed = __ballot_sync(~0u, mine && batch.old + 1u == batch.target);
-        // an add past the target: a signal through routing data beyond the element's count,
-        // whose waiters were released before this task's writes (only routed signals can
-        // get here: resolution counts every other one). Elements nobody waits on are free.
+        // an add past the target: a signal beyond the element's count, whose waiters were
+        // released before this task's writes (only routed signals and those of a group with
+        // a run-time condition can get here: resolution counts every other one). Elements
+        // nobody waits on are free.
         const unsigned int over =
             __ballot_sync(~0u, mine && batch.end != batch.begin && (int)(batch.old + 1u - batch.target) > 0);
         if (over != 0u && threadIdx.x == (unsigned int)(__ffs(over) - 1)) overcount(batch);

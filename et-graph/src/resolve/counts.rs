@@ -30,6 +30,11 @@ pub enum CountProblemKind {
         /// The count given.
         count: i64,
     },
+    /// An explicit count below zero (`count = N - 2` at `N = 1`).
+    Negative {
+        /// The count given.
+        count: i64,
+    },
     /// Another waited element of the same event receives a different number of signals.
     NotUniform {
         /// Signals received by this element.
@@ -68,8 +73,12 @@ impl Resolved<'_> {
                     }
                 }
                 (Count::Fixed(a), _) if !self.signals_known(e) => {
-                    // signalled through routing data: the count is the declared one
+                    // signalled through routing data or by a conditional group: the count
+                    // is the declared one (a negative one is a count problem)
                     let count = a.eval(&[], &self.dims);
+                    if count < 0 {
+                        continue;
+                    }
                     let count = device_count(count).ok_or_else(|| ResolveError::Count {
                         event: ev.name.to_string(),
                         message: format!("count {count} is invalid"),
@@ -88,19 +97,35 @@ impl Resolved<'_> {
         Ok(target)
     }
 
-    /// The count rules over the resolved sizes: every waited element of an event with an
-    /// inferred or explicit count is signalled, its signal count is uniform over the
-    /// event's waited elements and equals an explicit count; every element of a
-    /// per-element event receives exactly its count (at launch, when the counts are read).
-    /// An event signalled through data that resolution cannot read (routing data, or any
-    /// data at compile time) is counted on the device instead.
+    /// The count rules over the resolved sizes: an explicit count is not negative; every
+    /// waited element of an event with an inferred or explicit count is signalled (unless
+    /// the explicit count is 0), its signal count is uniform over the event's waited
+    /// elements and equals an explicit count; every element of a per-element event
+    /// receives exactly its count (at launch, when the counts are read). An event with a
+    /// declared count whose signals resolution cannot tally (see
+    /// [`Resolved::signals_known`]: routing data, any data at compile time, or a group
+    /// with a condition) is counted on the device instead. An inferred count signalled
+    /// by a conditional group is the tally over every task (its waiters share the
+    /// producer's condition, see `check_conditional_signals`) and is checked here.
     pub fn count_problems(&self) -> Vec<CountProblem> {
         let mut out = Vec::new();
         for (e, ev) in self.spec.events.iter().enumerate() {
-            if !self.signals_known(e) {
+            let layout = &self.events[e];
+            if let Count::Fixed(a) = &ev.count {
+                let count = a.eval(&[], &self.dims);
+                if count < 0 {
+                    let kind = CountProblemKind::Negative { count };
+                    out.push(CountProblem { event: e as u16, element: layout.offset, kind });
+                    continue;
+                }
+            }
+            let tallied = match ev.count {
+                Count::Inferred => self.signals_data_known(e),
+                _ => self.signals_known(e),
+            };
+            if !tallied {
                 continue;
             }
-            let layout = &self.events[e];
             let elements = layout.offset..layout.offset + layout.len;
             let fixed = match &ev.count {
                 Count::PerElement { .. } => {
@@ -125,7 +150,7 @@ impl Resolved<'_> {
                 };
                 let s = self.signals[el as usize];
                 let kind = match (fixed, uniform) {
-                    _ if s == 0 => Some(CountProblemKind::NeverSignalled { consumer }),
+                    _ if s == 0 && fixed != Some(0) => Some(CountProblemKind::NeverSignalled { consumer }),
                     (Some(count), _) if count != s as i64 => Some(CountProblemKind::Mismatch { signals: s, count }),
                     (_, None) => {
                         uniform = Some((s, el));
@@ -153,8 +178,12 @@ impl Resolved<'_> {
                 format!("{name} is waited on by {} but no task signals it", self.describe_task(consumer))
             }
             CountProblemKind::Mismatch { signals, count } => {
-                format!("{name} receives {signals} signals but its count is {count}")
+                format!(
+                    "{name} receives {signals} signal{} but its count is {count}",
+                    if signals == 1 { "" } else { "s" }
+                )
             }
+            CountProblemKind::Negative { count } => format!("its count is {count}, but a count must be ≥ 0"),
             CountProblemKind::NotUniform { signals, other, other_signals } => format!(
                 "trigger count is not uniform: {} receives {other_signals} signals, {name} receives {signals}",
                 self.describe_element(other)

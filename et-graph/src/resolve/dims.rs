@@ -117,6 +117,10 @@ pub fn resolve_dims(spec: &GraphSpec, shapes: &[Vec<i64>]) -> Result<Vec<i64>, R
                     .iter()
                     .filter_map(|&(term, _)| match term {
                         Term::Dim(d) if !source[d as usize].is_empty() => Some(source[d as usize].clone()),
+                        Term::Dim(d) => match spec.dims[d as usize].kind {
+                            DimKind::Static(_) => Some(format!("`{}` is static", dn[d as usize])),
+                            DimKind::Symbolic { .. } => None,
+                        },
                         _ => None,
                     })
                     .collect();

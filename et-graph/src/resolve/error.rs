@@ -83,7 +83,8 @@ impl fmt::Display for ResolveError {
             }
             ResolveError::Shape { tensor, dim, declared, expected, got, because } => {
                 write!(f, "tensor `{tensor}` dimension {dim} is {got}, but the megakernel declares `{declared}`")?;
-                if let Some(e) = expected {
+                // a constant extent (a literal, or a static dim the macro wrote in) is its value
+                if let Some(e) = expected.filter(|e| e.to_string() != *declared) {
                     write!(f, " = {e}")?;
                 }
                 if !because.is_empty() {

@@ -298,15 +298,29 @@ impl<'g> Resolved<'g> {
     }
 
     /// Whether the signals of event `e` are all known to resolution: false for an event
-    /// signalled through routing data (at launch) or any data (at compile time), whose
-    /// counts the device checks instead (a wrong count is a watchdog report).
+    /// signalled through routing data (at launch) or any data (at compile time), or by a
+    /// group with a run-time condition (an inactive task signals nothing, so the tally
+    /// over every task is only an upper bound). Such an event takes its declared count
+    /// (fixed or per element) as its target, and the device checks it instead: a missing
+    /// signal is a watchdog report, one past the count an overcount error.
     pub fn signals_known(&self, e: usize) -> bool {
+        self.signals_data_known(e) && !self.signalled_conditionally(e)
+    }
+
+    /// Whether every signal of event `e` has coordinates that resolution can read (no
+    /// routing data at launch, no data at all at compile time).
+    pub fn signals_data_known(&self, e: usize) -> bool {
         self.spec
             .groups
             .iter()
             .flat_map(|g| g.signals.iter())
             .filter(|s| s.event as usize == e)
             .all(|s| self.is_known(s))
+    }
+
+    /// Whether a group with a run-time condition signals event `e`.
+    pub fn signalled_conditionally(&self, e: usize) -> bool {
+        self.spec.groups.iter().any(|g| g.condition.is_some() && g.signals.iter().any(|s| s.event as usize == e))
     }
 
     fn build_maps(&mut self) -> Result<(), ResolveError> {
