@@ -51,10 +51,17 @@ impl Kernel {
             }
             let refs: Vec<&[usize]> = extents.iter().map(Vec::as_slice).collect();
             let shown = extents.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
-            if let Err(why) = (op.contract)(&refs) {
-                return Err(fail(format!("is called with extents {shown} at this launch: {why}")));
+            match unpanicked(|| (op.contract)(&refs)) {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => return Err(fail(format!("is called with extents {shown} at this launch: {why}"))),
+                Err(panic) => {
+                    return Err(fail(format!("is called with extents {shown}, and its contract panicked: {panic}")));
+                }
             }
-            let (need, have) = ((op.smem)(&refs), self.cuda.smem.get(k).copied().unwrap_or(0));
+            let need = unpanicked(|| (op.smem)(&refs)).map_err(|panic| {
+                fail(format!("is called with extents {shown}, and its arena size panicked: {panic}"))
+            })?;
+            let have = self.cuda.smem.get(k).copied().unwrap_or(0);
             if op.uses_smem && need > have {
                 return Err(fail(format!(
                     "needs {need} bytes of shared-memory arena at extents {shown}, but the kernel was compiled \
@@ -71,6 +78,19 @@ impl Kernel {
             self.name()
         ))
     }
+}
+
+/// Runs a user op's contract or arena function, which may index its extents past their
+/// rank (a rule written for another shape): a panic becomes its message, so that the
+/// launch returns an error naming the call instead of unwinding through the backend.
+fn unpanicked<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string())
+    })
 }
 
 #[cfg(test)]
@@ -108,6 +128,19 @@ mod tests {
         assert!(err.contains("fewer tiles than the op's tile parameters"), "{err}");
         // constant extents were checked at compile time: not again here
         assert!(kernel(add::OP, 2, false, &[0]).check_op_calls(&[5]).is_ok());
+    }
+
+    #[test]
+    fn a_contract_or_arena_size_that_panics_is_an_error_naming_the_call() {
+        // rules written for a rank-3 tile, called with a rank-2 one
+        let third = |e: &[&[usize]]| if e[0][2] > 0 { Ok(()) } else { Err("never") };
+        let op = crate::TileOp { contract: third, ..add::OP };
+        let err = kernel(op, 3, true, &[0]).check_op_calls(&[5]).unwrap_err().to_string();
+        assert!(err.contains("megakernel `k`: tile op `et_core::ops::elementwise::add` (call 0)"), "{err}");
+        assert!(err.contains("[5, 256]") && err.contains("its contract panicked: index out of bounds"), "{err}");
+        let op = crate::TileOp { smem: |e| e[0][2], uses_smem: true, ..add::OP };
+        let err = kernel(op, 3, true, &[0]).check_op_calls(&[5]).unwrap_err().to_string();
+        assert!(err.contains("its arena size panicked: index out of bounds"), "{err}");
     }
 
     #[test]

@@ -23,8 +23,15 @@ pub struct TaskSpan {
 /// The category of the nested slices that show a task's time in its waits.
 pub const WAIT_CATEGORY: &str = "et.wait";
 
-/// Writes the spans as Chrome trace-event JSON (`chrome://tracing`, ui.perfetto.dev).
+/// Writes the spans as Chrome trace-event JSON (`chrome://tracing`, ui.perfetto.dev); an
+/// error names the path as the trace's (the launch itself succeeded).
 pub fn write_chrome_trace(path: &Path, kernel: &str, track_label: &str, spans: &[TaskSpan]) -> std::io::Result<()> {
+    write_spans(path, kernel, track_label, spans).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("writing the trace to `{}` (the trace path): {e}", path.display()))
+    })
+}
+
+fn write_spans(path: &Path, kernel: &str, track_label: &str, spans: &[TaskSpan]) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(
         out,

@@ -425,6 +425,10 @@ fn cpu_trace_has_every_task() {
     std::fs::remove_file(&path).ok();
     assert_eq!(text.matches("\"ph\":\"X\"").count(), 15);
     assert!(text.contains("\"name\":\"total[2]\""));
+    // a path that cannot be written: an error naming it as the trace's
+    let opts = LaunchOptions { trace: Some("/nonexistent-et-dir/t.json".into()), ..Default::default() };
+    let err = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &opts).unwrap_err().to_string();
+    assert!(err.contains("the trace path") && err.contains("/nonexistent-et-dir/t.json"), "{err}");
 }
 
 #[test]

@@ -30,12 +30,7 @@ pub(crate) fn write_trace(r: &Resolved<'_>, words: &[u64], path: &Path) -> Resul
             }
         })
         .collect();
-    write_chrome_trace(path, &r.spec.name, "SM", &spans).map_err(|e| {
-        Error::Io(std::io::Error::new(
-            e.kind(),
-            format!("writing the trace to `{}` (the trace path): {e}", path.display()),
-        ))
-    })
+    write_chrome_trace(path, &r.spec.name, "SM", &spans).map_err(Error::Io)
 }
 
 #[cfg(test)]

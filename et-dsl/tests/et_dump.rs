@@ -1,5 +1,5 @@
 //! `et-dump` on the split-K example: the summary names the groups and the CUDA carries
-//! the real line numbers of the user's statements.
+//! the real line numbers of the user's statements; a closed pipe ends it quietly.
 
 use std::process::Command;
 
@@ -47,4 +47,19 @@ fn reports_errors_and_usage() {
     let out = Command::new(env!("CARGO_BIN_EXE_et-dump")).arg("/nonexistent.rs").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.rs"));
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_dump_quietly() {
+    // the reader closes the pipe before anything is written: every write fails
+    let mut child = Command::new(env!("CARGO_BIN_EXE_et-dump"))
+        .arg(EXAMPLE)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", out.status);
 }

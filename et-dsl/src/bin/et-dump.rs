@@ -1,11 +1,16 @@
 //! `et-dump FILE.rs`: prints, for each `#[megakernel]` function of a Rust source file,
 //! its task-graph summary and the CUDA the macro generates for it. Needs no GPU.
+//!
+//! It runs the macro's own rules; the race rule and the ops' shape contracts need the
+//! ops' Rust definitions, so rustc checks them when it compiles the file, not et-dump.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: et-dump FILE.rs\n\
 Prints each #[megakernel] function's graph summary (dims, tensors, events, groups)\n\
-and its generated CUDA, or the errors the macro reports for it.";
+and its generated CUDA, or the errors the macro reports for it. The race rule and the\n\
+ops' shape contracts need the ops' definitions: rustc checks them, not et-dump.";
 
 /// The stack of the thread that does the work: as large as a compiler's, so that a file
 /// the macro would take is not refused for the CLI's smaller main-thread stack.
@@ -51,20 +56,29 @@ fn dump() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let mut failed = false;
+    let mut out = io::stdout().lock();
     for k in found {
-        println!("// ======== {}", k.name);
-        match k.outcome {
+        let printed = writeln!(out, "// ======== {}", k.name).and_then(|()| match k.outcome {
             Ok(g) => {
                 for line in et_dsl::summary(&g.spec).lines() {
-                    println!("// {line}");
+                    writeln!(out, "// {line}")?;
                 }
-                println!("{}", g.cuda);
+                writeln!(out, "// not checked here: data races and the ops' shape contracts (rustc checks them)")?;
+                writeln!(out, "{}", g.cuda)
             }
             Err(diags) => {
                 failed = true;
-                for d in diags {
-                    eprintln!("{file}:{d}");
-                }
+                diags.iter().for_each(|d| eprintln!("{file}:{d}"));
+                Ok(())
+            }
+        });
+        match printed {
+            Ok(()) => {}
+            // the reader stopped (`et-dump f.rs | head`): nothing more to show anyone
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("et-dump: cannot write the output: {e}");
+                return ExitCode::FAILURE;
             }
         }
     }
