@@ -21,7 +21,9 @@ for tool in memcheck racecheck; do
   [ $rc = 0 ] || status=1
 done
 echo "--- llama against the Hugging Face peer, on the GPU (tiny and Llama-3.2-1B shapes)"
-if [ -x .gpu/bin/llama ]; then
+if ! python3 -c "import numpy" 2>/dev/null; then
+  echo "no numpy on this machine: the peer needs it (carry .tools/py and set PYTHONPATH)"; status=1
+elif [ -x .gpu/bin/llama ]; then
   python3 examples/llama/peer/hf_peer.py --gpu --shapes all --llama .gpu/bin/llama 2>&1 | tee "$out/hf-peer.log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 else

@@ -342,6 +342,10 @@ fn arg_tokens(arg: &LoweredArg) -> TokenStream {
             });
             quote_spanned!(*span=> #t.tile([#(#index),*], [#(#size),*]))
         }
+        // a literal, perhaps negated, names nothing: the user's own tokens, so that rustc
+        // checks it against the op's parameter at the user's span (an `i32` parameter
+        // given 3000000000 is an `overflowing_literals` error there, not a wrapped value)
+        LoweredArg::Scalar { value: Scalar::Int(_), expr } if is_literal(expr) => quote!(#expr),
         LoweredArg::Scalar { value: Scalar::Int(x), .. } => match x.as_constant() {
             // unsuffixed, so that it takes the type of the op's parameter, as the user's did
             Some(c) => {
@@ -352,6 +356,16 @@ fn arg_tokens(arg: &LoweredArg) -> TokenStream {
         },
         // a float literal, perhaps negated: it names nothing
         LoweredArg::Scalar { value: Scalar::Float(_), expr } => quote!(#expr),
+    }
+}
+
+/// Whether `e` is a literal or a negated one (`3`, `-2`, `(-1)`).
+fn is_literal(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::Lit(_) => true,
+        syn::Expr::Paren(p) => is_literal(&p.expr),
+        syn::Expr::Unary(u) => matches!(u.op, syn::UnOp::Neg(_)) && is_literal(&u.expr),
+        _ => false,
     }
 }
 

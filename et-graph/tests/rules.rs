@@ -492,6 +492,13 @@ fn a_negative_count_is_named_as_such() {
     assert_eq!(err.to_string(), "event `done`: its count is -1, but a count must be ≥ 0");
     // at R = 3 the count is 1, what arrives
     assert!(Resolved::new(&spec, &shapes(vec![vec![3]])).is_ok());
+    // the same count on an extra event that is empty at launch (its layout's offset is
+    // then past every element): still the error, not a panic describing an element
+    let mut spec = producer_consumer();
+    let events = spec.events.to_mut();
+    events.push(event("empty", vec![lit(1).sub(&dim(0))], Count::Fixed(dim(0).sub(&lit(2)))));
+    let err = Resolved::new(&spec, &shapes(vec![vec![1]])).unwrap_err();
+    assert_eq!(err.to_string(), "event `empty`: its count is -1, but a count must be ≥ 0");
 }
 
 #[test]

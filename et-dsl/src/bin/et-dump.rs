@@ -75,7 +75,7 @@ fn dump() -> ExitCode {
         match printed {
             Ok(()) => {}
             // the reader stopped (`et-dump f.rs | head`): nothing more to show anyone
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => break,
             Err(e) => {
                 eprintln!("et-dump: cannot write the output: {e}");
                 return ExitCode::FAILURE;

@@ -172,7 +172,11 @@ impl Resolved<'_> {
 
     /// Formats a count problem as the launch-time error.
     pub fn count_error(&self, p: &CountProblem) -> ResolveError {
-        let name = self.describe_element(p.element);
+        // a negative count names only its event, which may have no elements to describe
+        let name = match p.kind {
+            CountProblemKind::Negative { .. } => String::new(),
+            _ => self.describe_element(p.element),
+        };
         let message = match p.kind {
             CountProblemKind::NeverSignalled { consumer } => {
                 format!("{name} is waited on by {} but no task signals it", self.describe_task(consumer))

@@ -1,7 +1,8 @@
-//! Names a megakernel gives its dims, tile indices and tensors may be names of the
-//! user's module (a constant, a unit struct, an enum variant brought into scope) or
-//! names the generated `launch_with` once used for itself (`backend`, `options`): the
-//! generated code binds none of them.
+//! Names a megakernel gives its dims and tile indices may be names of the user's module
+//! (a constant, a unit struct, an enum variant brought into scope), and its tensors may
+//! take the names the generated `launch_with` once used for itself (`backend`,
+//! `options`, `args`): the generated task code binds none of them. (Tensor names stay
+//! `launch`'s parameter names.)
 use et_core::prelude::*;
 
 /// A constant of the module with the name of a symbolic dim.
