@@ -27,7 +27,13 @@ impl fmt::Display for BlockedWait {
 #[derive(Debug)]
 pub enum Error {
     /// The tensors do not fit the megakernel's declaration.
-    Resolve(ResolveError),
+    Resolve {
+        /// The megakernel.
+        kernel: String,
+        /// What does not fit (boxed: it is the largest error, and every `Result` carries
+        /// its size).
+        error: Box<ResolveError>,
+    },
     /// A host tensor was built with an inconsistent shape.
     Shape(String),
     /// A launch option has a value no launch can honour.
@@ -112,7 +118,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Resolve(e) => write!(f, "{e}"),
+            Error::Resolve { kernel, error } => write!(f, "megakernel `{kernel}`: {error}"),
             Error::Shape(m) => write!(f, "{m}"),
             Error::InvalidOption { option, message } => write!(f, "invalid launch option `{option}`: {message}"),
             Error::Deadlock { kernel, blocked } => {
@@ -149,9 +155,10 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<ResolveError> for Error {
-    fn from(e: ResolveError) -> Self {
-        Error::Resolve(e)
+impl Error {
+    /// Wraps a resolution error of the megakernel `kernel` (for `map_err`).
+    pub fn resolve(kernel: &str) -> impl FnOnce(ResolveError) -> Error + '_ {
+        move |error| Error::Resolve { kernel: kernel.to_string(), error: Box::new(error) }
     }
 }
 

@@ -409,7 +409,7 @@ fn wrong_width_is_rejected_before_running() {
     let mut part = Tensor::<f32>::zeros(&[32, 4]);
     let mut c = Tensor::<f32>::zeros(&[32]);
     let err = run(&k, &[a.raw(), part.raw_mut(), c.raw_mut()], &LaunchOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::Resolve(_)), "{err}");
+    assert!(matches!(err, Error::Resolve { .. }), "{err}");
 }
 
 #[test]

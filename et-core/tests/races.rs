@@ -43,7 +43,8 @@ fn wrong_seeds(k: &TestKernel, seeds: u64, run: impl Fn(&TestKernel, &LaunchOpti
 }
 
 fn assert_race(err: Error, wanted: &str) {
-    let Error::Resolve(ResolveError::Race { message }) = &err else { panic!("expected a race, got {err}") };
+    let Error::Resolve { error, .. } = &err else { panic!("expected a race, got {err}") };
+    let ResolveError::Race { message } = &**error else { panic!("expected a race, got {err}") };
     assert!(message.starts_with("data race: ") && message.contains(wanted), "{message}");
 }
 

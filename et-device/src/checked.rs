@@ -65,7 +65,7 @@ pub(crate) fn check<'c>(cache: &'c mut CheckCache, kernel: &Kernel, args: &[RawT
     let probe = CheckProbe { kernel, args };
     let (checked, _) = cache.get_or_try_insert(&probe, || {
         let shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape.clone()).collect();
-        let dims = resolve_dims(&kernel.graph, &shapes)?;
+        let dims = resolve_dims(&kernel.graph, &shapes).map_err(Error::resolve(kernel.name()))?;
         kernel.check_op_calls(&dims)?;
         let key = CheckKey {
             spec: kernel.graph.clone(),

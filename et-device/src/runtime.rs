@@ -88,7 +88,7 @@ impl GraphState {
         // never mutates it, drops it only after `resolved` (field order), and hands
         // `resolved` out only at the lifetime of its own borrow.
         let spec_ref: &'static GraphSpec = unsafe { &*Arc::as_ptr(&spec) };
-        let resolved = Resolved::new(spec_ref, tensors)?;
+        let resolved = Resolved::new(spec_ref, tensors).map_err(Error::resolve(&spec_ref.name))?;
         let r = &resolved;
         // queue entries carry the task's group (decoded in O(1) by the kernel)
         let words = TaskWords::new(r.spec.groups.len());

@@ -84,6 +84,13 @@ fn a_count_that_does_not_arrive_is_a_launch_error_not_a_hang() {
     let too_few = Tensor::<u32>::from_vec(&[2], vec![0, 0]).unwrap();
     let err = cond_dyn::launch(&cpu, &c, &too_few, &x, &mut y, &mut z).unwrap_err();
     assert!(matches!(err, Error::Overcount { .. }), "{err}");
+    // a count above every signal that can arrive (2, where only `p[0]` signals `e[0]`): a
+    // launch error before anything runs, not a deadlock
+    let beyond = Tensor::<u32>::from_vec(&[2], vec![2, 0]).unwrap();
+    let err = cond_dyn::launch(&cpu, &c, &beyond, &x, &mut y, &mut z).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, Error::Resolve { .. }), "{err}");
+    assert!(message.contains("cond_dyn") && message.contains("e[0] receives at most 1 signal"), "{err}");
 }
 
 #[test]

@@ -1109,6 +1109,18 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     Location::EventCount(p.event),
                     format!("the count of event `{}` is {count}, but a count must be ≥ 0{sizes}", ev.name),
                 )),
+                CountProblemKind::Unreachable { most, count } => out.push(Diagnostic {
+                    severity: Severity::Error,
+                    location: Location::EventCount(p.event),
+                    message: format!(
+                        "count {count} can never be reached: `{el}` receives at most {most} signal{} per launch, with every conditional producer active{sizes}",
+                        plural(most as usize)
+                    ),
+                    help: Some(
+                        "the tasks waiting on it would never run: count only the signals that can arrive (`count = dyn(..)` for a count that depends on the data)"
+                            .into(),
+                    ),
+                }),
                 CountProblemKind::NotUniform { signals, other, other_signals } => out.push(Diagnostic {
                     severity: Severity::Error,
                     location: Location::Event(p.event),

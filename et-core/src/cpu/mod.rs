@@ -144,7 +144,7 @@ impl Backend for Cpu {
                 entry.cpu_tasks.len()
             )));
         }
-        let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::Resolve)?;
+        let resolved = Resolved::new(&kernel.graph, &HostTensors(args)).map_err(Error::resolve(kernel.name()))?;
         kernel.check_op_calls(&resolved.dims)?;
         // more threads than tasks would only wait
         let workers = options.workers.unwrap_or(if options.chaos.is_some() { 4 } else { self.workers });

@@ -292,6 +292,24 @@ __device__ __forceinline__ u32x4 ld_nc_na_v4(const void* p) {
 __device__ __forceinline__ float bf16_lo(unsigned int w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(unsigned int w) { return __uint_as_float(w & 0xffff0000u); }
 
+// Aborts the kernel, the first caller writing the record [task, element, a, b, c, d] that
+// the host decodes (et-device's abort.rs): `element` is the waited element, or a marker
+// (ET_INDEX_FAULT, ET_OVERCOUNT, the ready queue's) that says what the other words hold.
+__device__ void abort_with_record(const Runtime& rt, unsigned int task, unsigned int element, unsigned long long a,
+                                  unsigned long long b, unsigned long long c = 0, unsigned long long d = 0) {
+    if (atomicCAS(rt.abort_flag, 0u, 1u) != 0u) return;
+    unsigned long long* rec = rt.error;
+    rec[0] = task;
+    rec[1] = element;
+    rec[2] = a;
+    rec[3] = b;
+    rec[4] = c;
+    rec[5] = d;
+    __threadfence();
+    *rt.host_status = 1u;
+    __threadfence_system();
+}
+
 // Reads an integer (i32 or u32 by `is_unsigned`) at a position of index tensor `tensor`
 // and checks it against `bound`, the extent of the event dimension it indexes: the host
 // checked the tensor at launch, but a kernel may write it since. A value out of range
@@ -306,18 +324,8 @@ __device__ __forceinline__ long long load_index(C& ctx, const TensorArg& t, cons
     const unsigned int raw = reinterpret_cast<const unsigned int*>(t.ptr)[off];
     const long long value = is_unsigned ? (long long)raw : (long long)(int)raw;
     if (value >= 0 && value < bound) return value;
-    if (atomicCAS(ctx.rt.abort_flag, 0u, 1u) == 0u) {
-        unsigned long long* rec = ctx.rt.error;
-        rec[0] = ctx.task;
-        rec[1] = ET_INDEX_FAULT;
-        rec[2] = (unsigned long long)value;
-        rec[3] = (unsigned long long)bound;
-        rec[4] = tensor;
-        rec[5] = (unsigned long long)off;
-        __threadfence();
-        *ctx.rt.host_status = 1u;
-        __threadfence_system();
-    }
+    abort_with_record(ctx.rt, ctx.task, ET_INDEX_FAULT, (unsigned long long)value, (unsigned long long)bound, tensor,
+                      (unsigned long long)off);
     return 0;
 }
 
@@ -437,30 +445,14 @@ struct Ctx {
 
     // Thread 0 raises the abort and records what it waited for.
     __device__ void raise(unsigned int element, unsigned int value, unsigned int expected) {
-        if (atomicCAS(rt.abort_flag, 0u, 1u) == 0u) {
-            rt.error[0] = task;
-            rt.error[1] = element;
-            rt.error[2] = value;
-            rt.error[3] = expected;
-            __threadfence();
-            *rt.host_status = 1u;
-            __threadfence_system();
-        }
+        abort_with_record(rt, task, element, value, expected);
     }
 
     // Aborts the kernel with the record [task, ET_OVERCOUNT, signals this launch, count,
     // element] for this lane's element of `batch`, which received a signal past its count.
     __device__ void overcount(const SignalBatch& batch) {
-        if (atomicCAS(rt.abort_flag, 0u, 1u) == 0u) {
-            rt.error[0] = task;
-            rt.error[1] = ET_OVERCOUNT;
-            rt.error[2] = batch.old + 1u - (batch.target - batch.count);
-            rt.error[3] = batch.count;
-            rt.error[4] = batch.element;
-            __threadfence();
-            *rt.host_status = 1u;
-            __threadfence_system();
-        }
+        abort_with_record(rt, task, ET_OVERCOUNT, batch.old + 1u - (batch.target - batch.count), batch.count,
+                          batch.element);
     }
 
     // Spins until `*p >= want` (wrapping compare), by thread 0 only; false on abort.

@@ -17,12 +17,22 @@
 //! ```
 //!
 //! On the CPU, `gemv_prefetch` does nothing and `gemv_consume` is the reference.
+//!
+//! The prefetch records what it copies (the tile's address, row stride and extents, at
+//! byte [`RECORD_AT`] of the arena's header); `gemv_consume` reads the arena only when
+//! the record is its own tile's, and otherwise (no prefetch in this task, or one of
+//! another tile) retires whatever copy is in flight and reads the weights from global
+//! memory, so that a mismatched pair is slower, never wrong or stuck.
 
 use crate::dtype::bf16;
 use crate::tile::{TileMut, TileRef};
 
 /// Where the weights start in the arena (after the mbarrier, 128-byte aligned).
 pub const WEIGHTS_AT: usize = 128;
+
+/// Where the prefetch's record of its tile lies in the arena's header (after the state
+/// words and the mbarrier): address, row stride, rows, columns.
+pub const RECORD_AT: usize = 16;
 
 /// The arena bytes of a `[n, k]` bf16 weight tile: the mbarrier's line and the weights.
 pub const fn arena_bytes(w: &[usize]) -> usize {
@@ -32,7 +42,36 @@ pub const fn arena_bytes(w: &[usize]) -> usize {
     }
 }
 
-crate::tile_op! { cuda = r#"
+/// Both ops' CUDA begins with the record of what a prefetch copies (each op's text is
+/// compiled in its own namespace, only where the op is called).
+macro_rules! with_prefetch_record {
+    ($body:literal) => {
+        concat!(
+            r#"
+// The record at byte 16 of the arena (`RECORD_AT` in prefetch.rs): the tile the last
+// gemv_prefetch copies. `tag` tells it from the GEMV family's record (`MatvecPrefetch`),
+// which shares the header.
+struct GemvPrefetchRecord {
+    const et::bf16* src;
+    long long stride;
+    unsigned int tag;
+    int n, k;
+};
+constexpr unsigned int GEMV_PREFETCH_TAG = 0x65744750u;
+// Whether copies of tile `w` are what the arena holds or receives.
+template <class W>
+__device__ __forceinline__ bool gemv_prefetched(const W& w, const unsigned char* smem) {
+    const GemvPrefetchRecord* rec = reinterpret_cast<const GemvPrefetchRecord*>(smem + 16);
+    return reinterpret_cast<const unsigned int*>(smem)[0] != 0u && rec->tag == GEMV_PREFETCH_TAG && rec->src == w.ptr &&
+           rec->stride == w.stride[0] && rec->n == w.template extent<0>() && rec->k == w.template extent<1>();
+}
+"#,
+            $body
+        )
+    };
+}
+
+crate::tile_op! { cuda = with_prefetch_record!(r#"
 // Starts the copy of the weight tile into the arena and returns. Thread 0 initialises the
 // arena's mbarrier and issues one bulk copy per row; a tile whose rows are not 16-byte
 // aligned is copied by the CTA's threads instead (the mbarrier then completes without
@@ -60,12 +99,13 @@ __device__ void gemv_prefetch(W w, unsigned char* smem) {
         } else {
             et::mbar_arrive(bar);
         }
+        *reinterpret_cast<GemvPrefetchRecord*>(smem + 16) = GemvPrefetchRecord{w.ptr, w.stride[0], GEMV_PREFETCH_TAG, n, k};
         reinterpret_cast<unsigned int*>(smem)[0] = 1u;
     }
     if (!aligned)
         for (int e = threadIdx.x; e < n * k; e += blockDim.x) dst[e] = w(e / k, e % k);
 }
-"#;
+"#);
     smem = |extents| arena_bytes(w);
     contract {
         w[1] % 8 == 0 => "w's rows must be whole 16-byte lines: its column extent must be a multiple of 8",
@@ -79,14 +119,31 @@ __device__ void gemv_prefetch(W w, unsigned char* smem) {
     }
 }
 
-crate::tile_op! { cuda = r#"
+crate::tile_op! { cuda = with_prefetch_record!(r#"
 // y[b, r] = sum_c x[b, c] * w[r, c], w read from the arena that gemv_prefetch filled.
-// One warp per (row, batch) pair; lanes take 8 columns (16 bytes) at a time.
+// One warp per (row, batch) pair; lanes take 8 columns (16 bytes) at a time. Without a
+// prefetch of this tile in the task (the arena's record says which), w is read from
+// global memory instead, after any other tile's copy in flight has landed.
 template <class W, class X, class Y>
 __device__ void gemv_consume(W w, X x, Y y, unsigned char* smem) {
     unsigned long long* bar = reinterpret_cast<unsigned long long*>(smem + 8);
-    const et::bf16* ws = reinterpret_cast<const et::bf16*>(smem + 128);
     const int n = w.template extent<0>(), k = w.template extent<1>(), batch = x.template extent<0>();
+    // every thread reads the same state (thread 0 wrote it before the task's wait barrier)
+    const bool mine = gemv_prefetched(w, smem);
+    if (!mine) {
+        if (threadIdx.x == 0) et::arena_retire(smem);
+        for (int p = threadIdx.x / 32; p < n * batch; p += blockDim.x / 32) {
+            const int r = p % n, b = p / n;
+            float acc = 0.0f;
+            for (int c = threadIdx.x % 32; c < k; c += 32) acc += et::to_float(w(r, c)) * et::to_float(x(b, c));
+            acc = et::warp_sum(acc);
+            if (threadIdx.x % 32 == 0) y(b, r) = et::from_float<et::bf16>(acc);
+        }
+        // the retired arena is free for the next op once thread 0 is past its wait
+        __syncthreads();
+        return;
+    }
+    const et::bf16* ws = reinterpret_cast<const et::bf16*>(smem + 128);
     et::mbar_wait(bar, 0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     const bool x_vec = x.stride[1] == 1 && ((reinterpret_cast<unsigned long long>(x.ptr) | (unsigned long long)(x.stride[0] * 2)) & 15ull) == 0ull;
@@ -118,7 +175,7 @@ __device__ void gemv_consume(W w, X x, Y y, unsigned char* smem) {
         reinterpret_cast<unsigned int*>(smem)[0] = 0u;
     }
 }
-"#;
+"#);
     smem = |extents| arena_bytes(w);
     contract {
         w[1] % 8 == 0 => "w's rows must be whole 16-byte lines: its column extent must be a multiple of 8",
@@ -129,6 +186,8 @@ __device__ void gemv_consume(W w, X x, Y y, unsigned char* smem) {
     /// `y[b, r] = Σ_c x[b, c] · w[r, c]` in f32, rounded to bf16, for the `n x k` weight
     /// tile `w` that a [`gemv_prefetch`] of the same tile earlier in the task started to
     /// move into shared memory; `x` is `batch x k`, `y` is `batch x n` (overwritten).
+    /// Without that prefetch the GPU reads `w` from global memory: the same values, more
+    /// slowly.
     pub fn gemv_consume(w: TileRef<'_, bf16, 2>, x: TileRef<'_, bf16, 2>, mut y: TileMut<'_, bf16, 2>) {
         let ([n, k], [batch, _]) = (w.shape(), x.shape());
         for b in 0..batch {

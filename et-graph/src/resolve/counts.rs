@@ -35,6 +35,15 @@ pub enum CountProblemKind {
         /// The count given.
         count: i64,
     },
+    /// A count above every signal the element can receive: its producers include a group
+    /// with a run-time condition, and even with every such task active the count is not
+    /// reached, so the tasks waiting on it could never run.
+    Unreachable {
+        /// The signals the element receives when every conditional producer runs.
+        most: u32,
+        /// The count given (declared, or read per element at launch).
+        count: i64,
+    },
     /// Another waited element of the same event receives a different number of signals.
     NotUniform {
         /// Signals received by this element.
@@ -106,7 +115,8 @@ impl Resolved<'_> {
     /// [`Resolved::signals_known`]: routing data, any data at compile time, or a group
     /// with a condition) is counted on the device instead. An inferred count signalled
     /// by a conditional group is the tally over every task (its waiters share the
-    /// producer's condition, see `check_conditional_signals`) and is checked here.
+    /// producer's condition, see `check_conditional_signals`) and is checked here; a
+    /// declared one must not exceed that tally, an upper bound of what can arrive.
     pub fn count_problems(&self) -> Vec<CountProblem> {
         let mut out = Vec::new();
         for (e, ev) in self.spec.events.iter().enumerate() {
@@ -119,6 +129,23 @@ impl Resolved<'_> {
                     continue;
                 }
             }
+            let elements = layout.offset..layout.offset + layout.len;
+            // a conditional producer's event takes its declared count, which the tally over
+            // every task bounds from above
+            if !matches!(ev.count, Count::Inferred) && self.signals_data_known(e) && self.signalled_conditionally(e) {
+                let count = |el: u32| match &ev.count {
+                    Count::Fixed(a) => Some(a.eval(&[], &self.dims)),
+                    _ => (self.mode == Mode::Launch).then(|| self.target[el as usize] as i64),
+                };
+                let over = elements.clone().filter(|&el| !self.consumers.row(el as usize).is_empty()).find_map(|el| {
+                    let (most, count) = (self.signals[el as usize], count(el)?);
+                    (count > most as i64).then_some((el, CountProblemKind::Unreachable { most, count }))
+                });
+                if let Some((element, kind)) = over {
+                    out.push(CountProblem { event: e as u16, element, kind });
+                }
+                continue;
+            }
             let tallied = match ev.count {
                 Count::Inferred => self.signals_data_known(e),
                 _ => self.signals_known(e),
@@ -126,7 +153,6 @@ impl Resolved<'_> {
             if !tallied {
                 continue;
             }
-            let elements = layout.offset..layout.offset + layout.len;
             let fixed = match &ev.count {
                 Count::PerElement { .. } => {
                     let exact = |el: &u32| {
@@ -188,6 +214,11 @@ impl Resolved<'_> {
                 )
             }
             CountProblemKind::Negative { count } => format!("its count is {count}, but a count must be ≥ 0"),
+            CountProblemKind::Unreachable { most, count } => format!(
+                "{name} receives at most {most} signal{} (every conditional producer active) but its count is {count}, \
+                 so the tasks waiting on it could never run",
+                if most == 1 { "" } else { "s" }
+            ),
             CountProblemKind::NotUniform { signals, other, other_signals } => format!(
                 "trigger count is not uniform: {} receives {other_signals} signals, {name} receives {signals}",
                 self.describe_element(other)
