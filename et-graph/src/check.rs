@@ -1066,6 +1066,11 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         out.push(deferred(spec, &smallest, why));
         Vec::new()
     });
+    // an unreachable count is an error only where no sample reaches it: the tally over a
+    // conditional group's tasks grows with the sizes, and a dim has no lower bound to rule
+    // out the small ones (at launch every size is checked exactly)
+    let mut unreachable: Vec<(u16, Diagnostic, usize)> = Vec::new();
+    let mut resolved = 0;
     for dims in samples {
         let shapes: Vec<Vec<i64>> =
             spec.tensors.iter().map(|t| t.shape.iter().map(|e| e.eval(&[], &dims)).collect()).collect();
@@ -1078,6 +1083,7 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         };
         let sizes = describe_sizes(spec, &dims);
         let before = out.len();
+        resolved += 1;
         for p in r.count_problems() {
             let ev = &spec.events[p.event as usize];
             // a negative count names its event only (it may have no elements)
@@ -1109,18 +1115,25 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     Location::EventCount(p.event),
                     format!("the count of event `{}` is {count}, but a count must be ≥ 0{sizes}", ev.name),
                 )),
-                CountProblemKind::Unreachable { most, count } => out.push(Diagnostic {
-                    severity: Severity::Error,
-                    location: Location::EventCount(p.event),
-                    message: format!(
-                        "count {count} can never be reached: `{el}` receives at most {most} signal{} per launch, with every conditional producer active{sizes}",
-                        plural(most as usize)
-                    ),
-                    help: Some(
-                        "the tasks waiting on it would never run: count only the signals that can arrive (`count = dyn(..)` for a count that depends on the data)"
-                            .into(),
-                    ),
-                }),
+                CountProblemKind::Unreachable { most, count } => {
+                    if let Some(seen) = unreachable.iter_mut().find(|u| u.0 == p.event) {
+                        seen.2 += 1;
+                        continue;
+                    }
+                    let diagnostic = Diagnostic {
+                        severity: Severity::Error,
+                        location: Location::EventCount(p.event),
+                        message: format!(
+                            "count {count} can never be reached: `{el}` receives at most {most} signal{} per launch, with every conditional producer active{sizes}",
+                            plural(most as usize)
+                        ),
+                        help: Some(
+                            "the tasks waiting on it would never run, at any size sampled: count only the signals that can arrive (`count = dyn(..)` for a count that depends on the data)"
+                                .into(),
+                        ),
+                    };
+                    unreachable.push((p.event, diagnostic, 1));
+                }
                 CountProblemKind::NotUniform { signals, other, other_signals } => out.push(Diagnostic {
                     severity: Severity::Error,
                     location: Location::Event(p.event),
@@ -1148,6 +1161,7 @@ pub fn check_at_sample_sizes(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             return;
         }
     }
+    out.extend(unreachable.into_iter().filter(|u| u.2 == resolved).map(|u| u.1));
 }
 
 /// Rule checked on the exact task graph at [`sample_dims`]: tasks whose tile boxes

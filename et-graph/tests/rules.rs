@@ -450,6 +450,59 @@ fn a_conditional_producer_takes_the_count_that_arrives() {
     assert_eq!(&r.target[2..4], &[0, 0]);
 }
 
+/// `up[e, f]` (`e < counts[e]`) signals `d[e]` for each `f`: at most `F` signals, which
+/// `fin[e]` waits for with the declared `count`.
+fn conditional_fan_in(count: Count) -> GraphSpec {
+    let cond = et_graph::Condition { lhs: var(0), cmp: et_graph::Cmp::Lt, tensor: 0, at: vec![var(0)].into() };
+    let mut up = group(
+        "up",
+        &["e", "f"],
+        vec![dim(0), dim(1)],
+        vec![at(0, vec![point(var(0))])],
+        vec![at(1, vec![point(var(0))])],
+    );
+    up.condition = Some(cond);
+    graph(
+        "fan_in",
+        vec![symbolic("E"), symbolic("F")],
+        vec![
+            tensor("counts", DType::I32, vec![dim(0)], Access::Read),
+            tensor("x", DType::F32, vec![dim(1)], Access::Read),
+        ],
+        vec![event("g", vec![dim(0)], Count::Inferred), event("d", vec![dim(0)], count)],
+        vec![
+            group("s", &["e"], vec![dim(0)], vec![], vec![at(0, vec![point(var(0))])]),
+            up,
+            group("fin", &["e"], vec![dim(0)], vec![at(1, vec![point(var(0))])], vec![]),
+        ],
+    )
+}
+
+#[test]
+fn a_count_above_every_signal_that_can_arrive_is_an_error() {
+    // one conditional signal per element, a count of 2: unreachable at every size
+    let d = check(&conditional(false, Count::Fixed(lit(2))));
+    assert!(
+        d.iter().any(|d| d.severity == Severity::Error
+            && d.message.starts_with("count 2 can never be reached: `d[0]` receives at most 1 signal per launch")),
+        "{d:?}"
+    );
+    let launch = Launch(vec![vec![2]], vec![vec![2, 2]]);
+    let err = Resolved::new(&conditional(false, Count::Fixed(lit(2))), &launch).unwrap_err().to_string();
+    assert!(err.contains("d[0] receives at most 1 signal") && err.contains("could never run"), "{err}");
+    // reachable from F = 2 on: it compiles, and only a launch at F = 1 is refused
+    let spec = conditional_fan_in(Count::Fixed(lit(2)));
+    assert!(check(&spec).iter().all(|d| d.severity != Severity::Error), "{:?}", check(&spec));
+    assert!(Resolved::new(&spec, &Launch(vec![vec![2], vec![2]], vec![vec![2, 2]])).is_ok());
+    let err = Resolved::new(&spec, &Launch(vec![vec![2], vec![1]], vec![vec![2, 2]])).unwrap_err().to_string();
+    assert!(err.contains("receives at most 1 signal"), "{err}");
+    // per-element counts: only at launch (their values are data), and only above the tally
+    let dynamic = conditional_dyn();
+    let over = Launch(vec![vec![2], vec![2]], vec![vec![2, 2], vec![2, 0]]);
+    let err = Resolved::new(&dynamic, &over).unwrap_err().to_string();
+    assert!(err.contains("d[0] receives at most 1 signal") && err.contains("its count is 2"), "{err}");
+}
+
 #[test]
 fn an_inferred_count_of_a_conditional_producer_is_still_checked() {
     // `fin` shares the condition: the count is the tally over every task, checked as ever
