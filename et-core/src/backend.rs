@@ -72,6 +72,17 @@ pub struct LaunchOptions {
     /// Backends that run kernels to completion inside `launch` (the CPU backend) ignore
     /// it.
     pub defer: Option<Deferral>,
+    /// CPU backend: record what each task touches in the tensors the launch writes, and
+    /// the signals that arrive, and after the run check the race rule on that record
+    /// (`et_graph::race::find_observed`): a data race that the routing of this launch
+    /// allows is then [`Error::Resolve`] naming both tasks and the elements, instead of
+    /// a wrong answer. The rule at launch is exact only where the host knows every
+    /// signal's target, so `None` (the default) observes exactly the megakernels whose
+    /// signals a launch decides (a group condition, or a `signal!` indexed by routing
+    /// data the launch writes, see `GraphSpec::routes_at_run_time`); `Some(false)`
+    /// turns it off, `Some(true)` on for any megakernel. It costs a thread-local log per
+    /// element access. The GPU backend does not observe: `Some(true)` is an error there.
+    pub observe: Option<bool>,
 }
 
 /// Permission for a launch to return before its kernel has run: [`LaunchOptions::defer`].
@@ -118,6 +129,7 @@ impl Default for LaunchOptions {
                 .map_or(Duration::from_secs(2), Duration::from_millis),
             trace: std::env::var_os("ET_TRACE").map(PathBuf::from),
             defer: None,
+            observe: None,
         }
     }
 }

@@ -26,7 +26,9 @@ impl fmt::Display for BlockedWait {
 /// Everything that can go wrong in a launch.
 #[derive(Debug)]
 pub enum Error {
-    /// The tensors do not fit the megakernel's declaration.
+    /// The tensors do not fit the megakernel's declaration, or (after an observed CPU
+    /// launch, [`crate::LaunchOptions::observe`]) the routing the launch wrote let two
+    /// tasks race.
     Resolve {
         /// The megakernel.
         kernel: String,

@@ -26,6 +26,18 @@ impl RawTensor {
         RawTensor { addr, dtype, shape: shape.iter().map(|&s| s as i64).collect(), strides }
     }
 
+    /// Whether the strides are the contiguous row-major ones of the shape.
+    pub fn is_row_major(&self) -> bool {
+        let mut want = 1i64;
+        for (&s, &e) in self.strides.iter().zip(&self.shape).rev() {
+            if s != want {
+                return false;
+            }
+            want = want.saturating_mul(e);
+        }
+        self.strides.len() == self.shape.len()
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.shape.iter().product::<i64>().max(0) as usize

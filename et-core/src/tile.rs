@@ -28,6 +28,8 @@ struct View<'a, T> {
     ptr: *mut T,
     shape: &'a [i64],
     strides: &'a [i64],
+    /// Whether the tiles cut from it report their touches to the CPU backend's observer.
+    observed: bool,
 }
 
 impl<'a, T: Element> View<'a, T> {
@@ -35,7 +37,7 @@ impl<'a, T: Element> View<'a, T> {
     /// `raw` describes live host memory holding `T`s for the lifetime `'a`.
     unsafe fn new(raw: &'a RawTensor) -> Self {
         assert_eq!(raw.dtype, T::DTYPE, "tensor dtype");
-        View { ptr: raw.addr as *mut T, shape: &raw.shape, strides: &raw.strides }
+        View { ptr: raw.addr as *mut T, shape: &raw.shape, strides: &raw.strides, observed: false }
     }
 
     fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> (*mut T, [usize; R], [isize; R]) {
@@ -71,7 +73,7 @@ impl<'a, T: Element> InTensor<'a, T> {
     /// The tile at tile coordinates `index` with extents `size`.
     pub fn tile<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileRef<'a, T, R> {
         let (ptr, shape, strides) = self.view.tile(index, size);
-        TileRef { ptr, shape, strides, _life: PhantomData }
+        TileRef { ptr, shape, strides, observed: false, _life: PhantomData }
     }
 
     /// The tensor's extents.
@@ -91,11 +93,22 @@ impl<'a, T: Element> OutTensor<'a, T> {
         OutTensor { view: unsafe { View::new(raw) } }
     }
 
+    /// As [`OutTensor::bind`], for a launch whose touches the CPU backend records (see
+    /// [`crate::LaunchOptions::observe`]): every element a tile of it reads or writes is
+    /// logged on the running task.
+    ///
+    /// # Safety
+    /// As [`OutTensor::bind`].
+    pub(crate) unsafe fn bind_observed(raw: &'a RawTensor) -> Self {
+        // SAFETY: forwarded to the caller.
+        OutTensor { view: View { observed: raw.is_row_major(), ..unsafe { View::new(raw) } } }
+    }
+
     /// The tile at tile coordinates `index` with extents `size`, as a [`TileMut`] or a
     /// [`TileRef`], whichever the op being called takes.
     pub fn tile<const R: usize, V: FromOutTile<'a, T, R>>(&self, index: [i64; R], size: [usize; R]) -> V {
         let (ptr, shape, strides) = self.view.tile(index, size);
-        V::from_parts(ptr, shape, strides)
+        V::from_parts(ptr, shape, strides, self.view.observed)
     }
 
     /// The tile at tile coordinates `index` with extents `size`, writable.
@@ -106,7 +119,7 @@ impl<'a, T: Element> OutTensor<'a, T> {
     /// The same tile, read-only (an output read back by a later op of the same task).
     pub fn tile_ref<const R: usize>(&self, index: [i64; R], size: [usize; R]) -> TileRef<'a, T, R> {
         let (ptr, shape, strides) = self.view.tile(index, size);
-        TileRef { ptr, shape, strides, _life: PhantomData }
+        TileRef { ptr, shape, strides, observed: self.view.observed, _life: PhantomData }
     }
 
     /// The tensor's extents.
@@ -119,18 +132,18 @@ impl<'a, T: Element> OutTensor<'a, T> {
 /// read back what an earlier task or op wrote.
 pub trait FromOutTile<'a, T, const R: usize>: Sized {
     #[doc(hidden)]
-    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self;
+    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R], observed: bool) -> Self;
 }
 
 impl<'a, T, const R: usize> FromOutTile<'a, T, R> for TileRef<'a, T, R> {
-    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self {
-        TileRef { ptr, shape, strides, _life: PhantomData }
+    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R], observed: bool) -> Self {
+        TileRef { ptr, shape, strides, observed, _life: PhantomData }
     }
 }
 
 impl<'a, T, const R: usize> FromOutTile<'a, T, R> for TileMut<'a, T, R> {
-    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R]) -> Self {
-        TileMut { ptr, shape, strides, _life: PhantomData }
+    fn from_parts(ptr: *mut T, shape: [usize; R], strides: [isize; R], observed: bool) -> Self {
+        TileMut { ptr, shape, strides, observed, _life: PhantomData }
     }
 }
 
@@ -140,6 +153,7 @@ pub struct TileRef<'a, T, const R: usize> {
     ptr: *const T,
     shape: [usize; R],
     strides: [isize; R],
+    observed: bool,
     _life: PhantomData<&'a T>,
 }
 
@@ -148,6 +162,7 @@ pub struct TileMut<'a, T, const R: usize> {
     ptr: *mut T,
     shape: [usize; R],
     strides: [isize; R],
+    observed: bool,
     _life: PhantomData<&'a mut T>,
 }
 
@@ -170,7 +185,12 @@ impl<T: Element, const R: usize> TileRef<'_, T, R> {
     #[inline]
     pub fn get(&self, idx: [usize; R]) -> T {
         // SAFETY: `offset` checks idx against the tile, which lies inside its tensor.
-        unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) }
+        let p = unsafe { self.ptr.offset(offset(&self.shape, &self.strides, idx)) };
+        if self.observed {
+            crate::cpu::observe::touch(p as usize, size_of::<T>(), false);
+        }
+        // SAFETY: as above.
+        unsafe { *p }
     }
 
     /// Number of elements.
@@ -205,14 +225,24 @@ impl<T: Element, const R: usize> TileMut<'_, T, R> {
     #[inline]
     pub fn get(&self, idx: [usize; R]) -> T {
         // SAFETY: as TileRef::get.
-        unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) }
+        let p = unsafe { self.ptr.offset(offset(&self.shape, &self.strides, idx)) };
+        if self.observed {
+            crate::cpu::observe::touch(p as usize, size_of::<T>(), false);
+        }
+        // SAFETY: as TileRef::get.
+        unsafe { *p }
     }
 
     /// Writes the element at `idx`.
     #[inline]
     pub fn set(&mut self, idx: [usize; R], v: T) {
         // SAFETY: as TileRef::get; the task owns this tile while it runs.
-        unsafe { *self.ptr.offset(offset(&self.shape, &self.strides, idx)) = v }
+        let p = unsafe { self.ptr.offset(offset(&self.shape, &self.strides, idx)) };
+        if self.observed {
+            crate::cpu::observe::touch(p as usize, size_of::<T>(), true);
+        }
+        // SAFETY: as above.
+        unsafe { *p = v }
     }
 
     /// Number of elements.

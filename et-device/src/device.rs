@@ -322,6 +322,12 @@ impl Backend for Cuda {
         if options.chaos.is_some() {
             return Err(Error::Unavailable("chaos mode is a CPU-backend feature".into()));
         }
+        if options.observe == Some(true) {
+            return Err(Error::Unavailable(
+                "observing a launch's accesses is a CPU-backend feature (run the same launch on `Cpu` to check its routing)"
+                    .into(),
+            ));
+        }
         kernel.check_dtypes(args)?;
         check_no_alias(kernel, args)?;
         // a traced launch reads its trace back, so it waits

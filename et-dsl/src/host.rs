@@ -4,6 +4,7 @@
 use et_graph::{Access, Affine, Count, DType, DimKind, EventAccess, Index, ScheduleKind, Term};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
 
 use crate::analyze::{Analyzed, LoweredArg, LoweredGroup, LoweredStmt, RaceCheck, Scalar};
 use crate::attr::Args;
@@ -346,14 +347,35 @@ fn arg_tokens(arg: &LoweredArg) -> TokenStream {
         // checks it against the op's parameter at the user's span (an `i32` parameter
         // given 3000000000 is an `overflowing_literals` error there, not a wrapped value)
         LoweredArg::Scalar { value: Scalar::Int(_), expr } if is_literal(expr) => quote!(#expr),
-        LoweredArg::Scalar { value: Scalar::Int(x), .. } => match x.as_constant() {
-            // unsuffixed, so that it takes the type of the op's parameter, as the user's did
-            Some(c) => {
-                let lit = proc_macro2::Literal::u64_unsuffixed(c.unsigned_abs());
-                if c < 0 { quote!((-#lit)) } else { quote!(#lit) }
+        LoweredArg::Scalar { value: Scalar::Int(x), expr } => {
+            let span = expr.span();
+            match x.as_constant() {
+                // unsuffixed, so that it takes the type of the op's parameter as the user's
+                // did, and at the user's span, where rustc reports one that does not fit
+                Some(c) => {
+                    let mut lit = proc_macro2::Literal::u64_unsuffixed(c.unsigned_abs());
+                    lit.set_span(span);
+                    if c < 0 { quote_spanned!(span=> (-#lit)) } else { quote!(#lit) }
+                }
+                // an `i64` of tile indices and dims, converted to the op's parameter type
+                // (a type with no conversion is an error at the argument), and a value
+                // that does not fit stops the task instead of wrapping
+                None => {
+                    let value = rust_affine(x);
+                    let text = quote!(#expr).to_string();
+                    quote_spanned!(span=> {
+                        let __et_value: i64 = #value;
+                        ::core::convert::TryFrom::try_from(__et_value).unwrap_or_else(|_| {
+                            ::core::panic!(
+                                "scalar argument `{}` = {} does not fit the op's parameter type",
+                                #text,
+                                __et_value
+                            )
+                        })
+                    })
+                }
             }
-            None => rust_affine(x),
-        },
+        }
         // a float literal, perhaps negated: it names nothing
         LoweredArg::Scalar { value: Scalar::Float(_), expr } => quote!(#expr),
     }

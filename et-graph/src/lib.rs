@@ -16,6 +16,7 @@
 pub mod affine;
 pub mod build;
 pub mod check;
+pub mod observed;
 pub mod race;
 pub mod ranking;
 pub mod resolve;

@@ -22,8 +22,9 @@
 
 use std::fmt;
 
+use crate::observed::{Observed, TaskRun, run_boxes};
 use crate::resolve::{Resolved, TaskId};
-use crate::spec::{Access, EventAccess};
+use crate::spec::{Access, EventAccess, GroupSpec, ReadSite};
 
 /// One side of a race: a tile argument of an op call in one task, or a read of index
 /// data outside ops (a signal's data index, a condition: see
@@ -124,7 +125,18 @@ impl Boxes {
 /// Every race of the task graph, one per pair of tile arguments (the first found, in
 /// task order), first side first. Empty when the task graph has a cycle (its own rule).
 pub fn find(r: &Resolved<'_>) -> Vec<Race> {
-    let boxes = collect_boxes(r);
+    races_among(r, collect_boxes(r, None), None, "")
+}
+
+/// Every race of one launch as it ran ([`Observed`]): the rule of [`find`], with the
+/// signals that arrived as the only happens-before edges and the element runs the ops
+/// touched as the boxes. Exact for that launch's routing data and conditions, where
+/// [`find`] must assume that a routed signal may reach every waiter.
+pub fn find_observed(r: &Resolved<'_>, observed: &Observed) -> Vec<Race> {
+    races_among(r, collect_boxes(r, Some(observed)), Some(observed), ", as this launch routed its signals")
+}
+
+fn races_among(r: &Resolved<'_>, boxes: Vec<Boxes>, observed: Option<&Observed>, sizes: &str) -> Vec<Race> {
     let mut pairs = Vec::new();
     for (t, b) in boxes.iter().enumerate() {
         overlapping_pairs(b, &r.shapes[t], &mut pairs, t);
@@ -132,7 +144,7 @@ pub fn find(r: &Resolved<'_>) -> Vec<Race> {
     if pairs.is_empty() {
         return Vec::new();
     }
-    let Some(hb) = HappensBefore::new(r) else {
+    let Some(hb) = HappensBefore::new(r, observed) else {
         return Vec::new();
     };
     let side = |t: usize, k: usize| boxes[t].tiles[k];
@@ -190,14 +202,22 @@ pub fn find(r: &Resolved<'_>) -> Vec<Race> {
                     bounds: c.chunks(2).map(|p| (p[0], p[1])).collect(),
                 }
             };
-            Race { tensor: r.spec.tensors[t].name.to_string(), first: make(a), second: make(b), sizes: String::new() }
+            Race {
+                tensor: r.spec.tensors[t].name.to_string(),
+                first: make(a),
+                second: make(b),
+                sizes: sizes.to_string(),
+            }
         })
         .collect()
 }
 
-/// Every task's tile boxes, per tensor. A tile whose rank is not its tensor's (a rule
-/// of its own) has no box.
-fn collect_boxes(r: &Resolved<'_>) -> Vec<Boxes> {
+/// Every task's tile boxes, per tensor: the boxes its `tile` arguments name, or with an
+/// observation, the element runs its ops touched (a task that never ran has none, and
+/// one stopped by its condition read only the condition). A tile whose rank is not its
+/// tensor's (a rule of its own) has no box.
+fn collect_boxes(r: &Resolved<'_>, observed: Option<&Observed>) -> Vec<Boxes> {
+    static INACTIVE: TaskRun = TaskRun { active: false, signals: Vec::new(), touches: Vec::new() };
     let spec = r.spec;
     let mut out: Vec<Boxes> = (0..spec.tensors.len()).map(|_| Boxes::default()).collect();
     for (g, group) in spec.groups.iter().enumerate() {
@@ -207,10 +227,20 @@ fn collect_boxes(r: &Resolved<'_>) -> Vec<Boxes> {
         let layout = &r.groups[g];
         let reads = group.data_reads();
         for task in layout.first..layout.first + layout.len {
+            let run = match observed {
+                Some(o) => match o.task(task) {
+                    Some(run) => Some(run),
+                    // the dynamic schedule judges a conditional task when its guard
+                    // completes and never runs an inactive one: it read its condition
+                    None if group.condition.is_some() => Some(&INACTIVE),
+                    None => continue,
+                },
+                None => None,
+            };
             let (_, vars) = r.vars_of(task);
             for (k, d) in reads.iter().enumerate() {
                 let rank = r.shapes[d.tensor as usize].len();
-                if d.at.len() != rank {
+                if d.at.len() != rank || run.is_some_and(|run| !run.active && d.site != ReadSite::Condition) {
                     continue;
                 }
                 let b = &mut out[d.tensor as usize];
@@ -226,30 +256,105 @@ fn collect_boxes(r: &Resolved<'_>) -> Vec<Boxes> {
                 let tile = (group.tiles.len() + k) as u16;
                 b.tiles.push(Tile { task, group: g as u16, tile, stmt: d.stmt, write: false, at });
             }
-            for (k, t) in group.tiles.iter().enumerate() {
-                let rank = r.shapes[t.tensor as usize].len();
-                if t.index.len() != rank || t.size.len() != rank {
-                    continue;
-                }
-                let b = &mut out[t.tensor as usize];
-                let at = b.coords.len();
-                for (ix, size) in t.index.iter().zip(t.size.iter()) {
-                    let size = size.eval(&vars, &r.dims);
-                    let start = ix.eval(&vars, &r.dims) * size;
-                    b.coords.extend([start, start + size]);
-                }
-                b.tiles.push(Tile {
-                    task,
-                    group: g as u16,
-                    tile: k as u16,
-                    stmt: t.stmt,
-                    write: t.access == Access::Write,
-                    at,
-                });
+            match run {
+                Some(run) => push_touches(r, g, task, &vars, run, &mut out),
+                None => push_tiles(r, g, task, &vars, &mut out),
             }
         }
     }
     out
+}
+
+/// The boxes of `task`'s `tile` arguments.
+fn push_tiles(r: &Resolved<'_>, g: usize, task: TaskId, vars: &[i64], out: &mut [Boxes]) {
+    for (k, t) in r.spec.groups[g].tiles.iter().enumerate() {
+        if let Some(bounds) = tile_box(r, g, k, vars) {
+            let b = &mut out[t.tensor as usize];
+            let at = b.coords.len();
+            b.coords.extend(bounds.iter().flat_map(|&(lo, hi)| [lo, hi]));
+            b.tiles.push(Tile {
+                task,
+                group: g as u16,
+                tile: k as u16,
+                stmt: t.stmt,
+                write: t.access == Access::Write,
+                at,
+            });
+        }
+    }
+}
+
+/// The box of tile argument `k` of group `g` for the task with tile indices `vars`.
+fn tile_box(r: &Resolved<'_>, g: usize, k: usize, vars: &[i64]) -> Option<Vec<(i64, i64)>> {
+    let t = &r.spec.groups[g].tiles[k];
+    let rank = r.shapes[t.tensor as usize].len();
+    if t.index.len() != rank || t.size.len() != rank {
+        return None;
+    }
+    Some(
+        t.index
+            .iter()
+            .zip(t.size.iter())
+            .map(|(ix, size)| {
+                let size = size.eval(vars, &r.dims);
+                let start = ix.eval(vars, &r.dims) * size;
+                (start, start + size)
+            })
+            .collect(),
+    )
+}
+
+/// The boxes of the element runs `task` touched, each attributed to the `tile` argument
+/// it came through: one of its tensor, among the ops between the same two synchronising
+/// statements, whose box holds it (a write to a written tile first).
+fn push_touches(r: &Resolved<'_>, g: usize, task: TaskId, vars: &[i64], run: &TaskRun, out: &mut [Boxes]) {
+    let group = &r.spec.groups[g];
+    let syncs: Vec<u16> = group.waits.iter().chain(group.signals.iter()).map(|a| a.stmt).collect();
+    let boxes: Vec<Option<Vec<(i64, i64)>>> = (0..group.tiles.len()).map(|k| tile_box(r, g, k, vars)).collect();
+    for touch in &run.touches {
+        let shape = &r.shapes[touch.tensor as usize];
+        run_boxes(shape, touch.start, touch.end, &mut |bounds| {
+            let Some(k) = attribute(group, &syncs, &boxes, touch.tensor, touch.after, touch.write, bounds) else {
+                return;
+            };
+            let b = &mut out[touch.tensor as usize];
+            let at = b.coords.len();
+            b.coords.extend(bounds.iter().flat_map(|&(lo, hi)| [lo, hi]));
+            let stmt = group.tiles[k].stmt;
+            b.tiles.push(Tile { task, group: g as u16, tile: k as u16, stmt, write: touch.write, at });
+        });
+    }
+}
+
+/// The tile argument of `group` that a touch of `tensor` after the synchronising
+/// statement at `after` came through. Ops only touch their own tiles, so one of the
+/// tensor's tiles in that stretch of the body holds it; a touch that no tile of the
+/// stretch can have made (a hand-built spec) is left out.
+fn attribute(
+    group: &GroupSpec,
+    syncs: &[u16],
+    boxes: &[Option<Vec<(i64, i64)>>],
+    tensor: u16,
+    after: Option<u16>,
+    write: bool,
+    bounds: &[(i64, i64)],
+) -> Option<usize> {
+    let stretch = |stmt: u16| syncs.iter().copied().filter(|&s| s < stmt).max();
+    let holds = |k: usize| {
+        boxes[k]
+            .as_ref()
+            .is_some_and(|b| b.len() == bounds.len() && b.iter().zip(bounds).all(|(o, i)| o.0 <= i.0 && i.1 <= o.1))
+    };
+    let candidates: Vec<usize> = (0..group.tiles.len())
+        .filter(|&k| group.tiles[k].tensor == tensor && stretch(group.tiles[k].stmt) == after)
+        .collect();
+    let writes = |k: &usize| group.tiles[*k].access == Access::Write;
+    candidates
+        .iter()
+        .copied()
+        .find(|k| holds(*k) && (!write || writes(k)))
+        .or_else(|| candidates.iter().copied().find(|&k| holds(k)))
+        .or_else(|| candidates.first().copied())
 }
 
 /// Appends `(tensor, a, b)` for every pair of accesses of one tensor by different
@@ -363,8 +468,9 @@ type At = (TaskId, Vec<(u16, usize)>, Vec<(u16, usize, usize)>);
 type Query = (u32, TaskId, u16, TaskId, u16);
 
 impl HappensBefore {
-    /// `None` when the task graph has a cycle.
-    fn new(r: &Resolved<'_>) -> Option<Self> {
+    /// `None` when the task graph has a cycle. With an observation, a task's signals are
+    /// the elements they reached in that launch (none for a task that never ran).
+    fn new(r: &Resolved<'_>, observed: Option<&Observed>) -> Option<Self> {
         let spec = r.spec;
         let bodies: Vec<Vec<Stmt>> = spec
             .groups
@@ -394,10 +500,20 @@ impl HappensBefore {
             group.push(g as u16);
             first_wait.push(waits.len() as u32);
             first_signal.push(signals.len() as u32);
-            for (list, accs) in [(&mut waits, &spec.groups[g].waits), (&mut signals, &spec.groups[g].signals)] {
-                for acc in accs.iter() {
-                    let mut els = Vec::new();
-                    elements(r, acc, &vars, &mut els);
+            for (list, accs, is_signal) in
+                [(&mut waits, &spec.groups[g].waits, false), (&mut signals, &spec.groups[g].signals, true)]
+            {
+                for (k, acc) in accs.iter().enumerate() {
+                    let mut els = match observed {
+                        Some(o) if is_signal => {
+                            o.task(task).and_then(|run| run.signals.get(k)).cloned().unwrap_or_default()
+                        }
+                        _ => {
+                            let mut els = Vec::new();
+                            elements(r, acc, &vars, &mut els);
+                            els
+                        }
+                    };
                     els.sort_unstable();
                     els.dedup();
                     list.push(els);

@@ -407,6 +407,14 @@ impl GraphSpec {
         self.tensors[t as usize].access == Access::Write
     }
 
+    /// Whether which tasks a launch runs or which elements their signals reach depends
+    /// on data the launch itself writes or on a group condition: then the race rule at
+    /// launch, which must assume every such signal may reach every waiter, is not exact,
+    /// and the CPU backend observes the launch (`LaunchOptions::observe`).
+    pub fn routes_at_run_time(&self) -> bool {
+        (0..self.events.len() as u16).any(|e| self.resets_per_launch(e))
+    }
+
     /// Whether event `e`'s signals per launch depend on data of the launch: it is
     /// signalled by a group with a condition, or through routing data. Its counters are
     /// zeroed before every launch (elsewhere they count on across launches, see the

@@ -49,7 +49,13 @@ impl<'a> TaskContext<'a> {
     pub fn output<T: Element>(&self, t: usize) -> OutTensor<'a, T> {
         // SAFETY: as `input`; the argument was passed as `&mut`, so nothing outside the
         // launch aliases it.
-        unsafe { OutTensor::bind(&self.exec.args[t]) }
+        unsafe {
+            if self.exec.observing() {
+                OutTensor::bind_observed(&self.exec.args[t])
+            } else {
+                OutTensor::bind(&self.exec.args[t])
+            }
+        }
     }
 
     /// Blocks until every element of wait number `access` of this task's group is
@@ -62,6 +68,9 @@ impl<'a> TaskContext<'a> {
         exec.resolved.access_elements(spec, &self.vars, &mut elements).expect("access resolved at launch");
         for el in elements {
             self.wait_element(el);
+        }
+        if exec.observing() {
+            super::observe::passed(spec.stmt);
         }
     }
 
@@ -134,6 +143,10 @@ impl<'a> TaskContext<'a> {
             });
             std::panic::resume_unwind(Box::new(Aborted));
         }
+        if exec.observing() {
+            super::observe::signalled(access, &elements);
+            super::observe::passed(spec.stmt);
+        }
         for el in elements {
             let now = exec.counters[el as usize].fetch_add(1, Ordering::AcqRel) + 1;
             let target = exec.resolved.target[el as usize];
@@ -166,7 +179,11 @@ impl<'a> TaskContext<'a> {
     /// counts[e] { .. })`) on the live tensor, true without one. Generated code calls it
     /// right after the guard `wait!`, and returns when it is false.
     pub fn condition(&self) -> bool {
-        condition_holds(self.exec, self.group, &self.vars)
+        let holds = condition_holds(self.exec, self.group, &self.vars);
+        if !holds && self.exec.observing() {
+            super::observe::inactive();
+        }
+        holds
     }
 
     /// Called by generated code after each tile op: a chaos point.

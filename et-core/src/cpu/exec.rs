@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use et_graph::observed::{Observed, TaskRun};
 use et_graph::schedule::{DynamicPlan, SplitMix64, StaticSchedule, random_order};
 use et_graph::{Resolved, ScheduleKind, TaskId};
 
@@ -44,10 +45,17 @@ pub(crate) struct Execution<'a> {
     abort: AtomicBool,
     failure: Mutex<Option<Error>>,
     spans: Mutex<Vec<TaskSpan>>,
+    /// The runs of an observed launch (`LaunchOptions::observe`), by task.
+    observed: Option<Mutex<Vec<Option<TaskRun>>>>,
     start: Instant,
 }
 
 impl Execution<'_> {
+    /// Whether this launch logs its tasks' touches and signals.
+    pub(crate) fn observing(&self) -> bool {
+        self.observed.is_some()
+    }
+
     pub(crate) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Acquire)
     }
@@ -104,9 +112,15 @@ impl Execution<'_> {
         let (group, vars) = self.resolved.vars_of(task);
         let ctx = TaskContext { exec: self, task, group, vars, worker, rng: RefCell::new(rng.take()) };
         ctx.chaos_delay();
+        if self.observing() {
+            super::observe::begin(self.resolved.spec.groups[group].signals.len());
+        }
         let t0 = self.start.elapsed();
         let result = catch_unwind(AssertUnwindSafe(|| (self.tasks[group])(&ctx)));
         let t1 = self.start.elapsed();
+        if let (Some(runs), Some(log)) = (&self.observed, super::observe::end()) {
+            runs.lock().unwrap()[task as usize] = Some(log.into_run(self.args));
+        }
         *rng = ctx.rng.into_inner();
         match result {
             Ok(()) => {
@@ -206,6 +220,12 @@ impl Execution<'_> {
     }
 }
 
+/// Whether a launch is observed: as asked, else exactly where the race rule at launch
+/// cannot see the real signal targets.
+fn observes(kernel: &Kernel, options: &LaunchOptions) -> bool {
+    options.observe.unwrap_or_else(|| kernel.graph.routes_at_run_time())
+}
+
 pub(crate) fn run<'a>(
     entry: &KernelEntry<'a>,
     resolved: Resolved<'a>,
@@ -255,6 +275,7 @@ pub(crate) fn run<'a>(
         abort: AtomicBool::new(false),
         failure: Mutex::new(None),
         spans: Mutex::new(Vec::new()),
+        observed: observes(kernel, options).then(|| Mutex::new(vec![None; tasks as usize])),
         start: Instant::now(),
     };
     let seeds: Vec<Option<SplitMix64>> =
@@ -278,6 +299,13 @@ pub(crate) fn run<'a>(
     let elapsed = exec.start.elapsed();
     if let Some(e) = exec.failure.lock().unwrap().take() {
         return Err(e);
+    }
+    if let Some(runs) = exec.observed {
+        let observed = Observed { tasks: runs.into_inner().unwrap() };
+        if let Some(race) = et_graph::race::find_observed(&exec.resolved, &observed).first() {
+            let error = et_graph::ResolveError::Race { message: race.to_string() };
+            return Err(Error::resolve(kernel.name())(error));
+        }
     }
     if let Some(path) = &options.trace {
         let mut spans = std::mem::take(&mut *exec.spans.lock().unwrap());

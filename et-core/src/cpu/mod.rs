@@ -10,6 +10,7 @@
 mod context;
 mod exec;
 mod monitor;
+pub(crate) mod observe;
 
 pub use context::{CpuTaskFn, TaskContext};
 
