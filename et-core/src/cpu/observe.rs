@@ -9,6 +9,7 @@
 //! runs one task at a time.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use et_graph::observed::{TaskRun, Touch};
 
@@ -27,6 +28,11 @@ struct Run {
 pub(crate) struct TaskLog {
     after: Option<u16>,
     runs: Vec<Run>,
+    /// The runs of this stretch of the body by (end address, written): where a touch
+    /// extends one.
+    open: HashMap<(usize, bool), usize>,
+    /// Per direction (read, write): the last run started, which a re-read falls into.
+    last: [Option<usize>; 2],
     signals: Vec<Vec<u32>>,
     active: bool,
 }
@@ -37,7 +43,14 @@ thread_local! {
 
 /// Starts the log of a task with `signals` signal statements on this thread.
 pub(crate) fn begin(signals: usize) {
-    let log = TaskLog { after: None, runs: Vec::new(), signals: vec![Vec::new(); signals], active: true };
+    let log = TaskLog {
+        after: None,
+        runs: Vec::new(),
+        open: HashMap::new(),
+        last: [None; 2],
+        signals: vec![Vec::new(); signals],
+        active: true,
+    };
     LOG.with(|l| *l.borrow_mut() = Some(log));
 }
 
@@ -46,28 +59,27 @@ pub(crate) fn end() -> Option<TaskLog> {
     LOG.with(|l| l.borrow_mut().take())
 }
 
-/// How many recent runs a touch may extend: an op that reads two tiles and writes a
-/// third in one loop keeps each of them one growing run.
-const OPEN_RUNS: usize = 8;
-
 /// A tile of an observed tensor touched `bytes` bytes at `addr`.
 pub(crate) fn touch(addr: usize, bytes: usize, write: bool) {
     LOG.with(|l| {
         let mut l = l.borrow_mut();
         let Some(log) = l.as_mut() else { return };
-        let open = log.runs.len().saturating_sub(OPEN_RUNS);
-        for run in log.runs[open..].iter_mut().rev() {
-            if run.after != log.after || run.write != write {
-                continue;
-            }
-            if run.end == addr {
-                run.end += bytes;
-                return;
-            }
+        // the run that ends where this touch starts grows: a loop over the rows of a
+        // tile, column by column, keeps one run per row
+        if let Some(k) = log.open.remove(&(addr, write)) {
+            log.runs[k].end += bytes;
+            log.open.insert((log.runs[k].end, write), k);
+            return;
+        }
+        let dir = usize::from(write);
+        if let Some(k) = log.last[dir] {
+            let run = &log.runs[k];
             if run.start <= addr && addr + bytes <= run.end {
                 return;
             }
         }
+        log.last[dir] = Some(log.runs.len());
+        log.open.insert((addr + bytes, write), log.runs.len());
         log.runs.push(Run { after: log.after, write, start: addr, end: addr + bytes });
     });
 }
@@ -77,6 +89,9 @@ pub(crate) fn passed(stmt: u16) {
     LOG.with(|l| {
         if let Some(log) = l.borrow_mut().as_mut() {
             log.after = Some(stmt);
+            // a run never spans a wait or a signal
+            log.open.clear();
+            log.last = [None; 2];
         }
     });
 }
