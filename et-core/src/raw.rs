@@ -27,15 +27,9 @@ impl RawTensor {
     }
 
     /// Whether the strides are the contiguous row-major ones of the shape.
-    pub fn is_row_major(&self) -> bool {
-        let mut want = 1i64;
-        for (&s, &e) in self.strides.iter().zip(&self.shape).rev() {
-            if s != want {
-                return false;
-            }
-            want = want.saturating_mul(e);
-        }
-        self.strides.len() == self.shape.len()
+    pub(crate) fn is_row_major(&self) -> bool {
+        let shape: Vec<usize> = self.shape.iter().map(|&e| e.max(0) as usize).collect();
+        crate::tensor::row_major_strides(&shape).into_iter().map(|s| s as i64).eq(self.strides.iter().copied())
     }
 
     /// Number of elements.

@@ -22,7 +22,7 @@
 
 use std::fmt;
 
-use crate::observed::{Observed, TaskRun, run_boxes};
+use crate::observed::{Observed, TaskRun, Touch, run_boxes};
 use crate::resolve::{Resolved, TaskId};
 use crate::spec::{Access, EventAccess, GroupSpec, ReadSite};
 
@@ -304,19 +304,23 @@ fn tile_box(r: &Resolved<'_>, g: usize, k: usize, vars: &[i64]) -> Option<Vec<(i
     )
 }
 
+/// A tile argument of one task: its box (none where its rank is not its tensor's), and
+/// the synchronising statement its op follows (none: before any).
+type TileSite = (Option<Vec<(i64, i64)>>, Option<u16>);
+
 /// The boxes of the element runs `task` touched, each attributed to the `tile` argument
 /// it came through: one of its tensor, among the ops between the same two synchronising
 /// statements, whose box holds it (a write to a written tile first).
 fn push_touches(r: &Resolved<'_>, g: usize, task: TaskId, vars: &[i64], run: &TaskRun, out: &mut [Boxes]) {
     let group = &r.spec.groups[g];
     let syncs: Vec<u16> = group.waits.iter().chain(group.signals.iter()).map(|a| a.stmt).collect();
-    let boxes: Vec<Option<Vec<(i64, i64)>>> = (0..group.tiles.len()).map(|k| tile_box(r, g, k, vars)).collect();
+    let tiles: Vec<TileSite> = (0..group.tiles.len())
+        .map(|k| (tile_box(r, g, k, vars), syncs.iter().copied().filter(|&s| s < group.tiles[k].stmt).max()))
+        .collect();
     for touch in &run.touches {
         let shape = &r.shapes[touch.tensor as usize];
         run_boxes(shape, touch.start, touch.end, &mut |bounds| {
-            let Some(k) = attribute(group, &syncs, &boxes, touch.tensor, touch.after, touch.write, bounds) else {
-                return;
-            };
+            let Some(k) = attribute(group, &tiles, touch, bounds) else { return };
             let b = &mut out[touch.tensor as usize];
             let at = b.coords.len();
             b.coords.extend(bounds.iter().flat_map(|&(lo, hi)| [lo, hi]));
@@ -326,35 +330,25 @@ fn push_touches(r: &Resolved<'_>, g: usize, task: TaskId, vars: &[i64], run: &Ta
     }
 }
 
-/// The tile argument of `group` that a touch of `tensor` after the synchronising
-/// statement at `after` came through. Ops only touch their own tiles, so one of the
-/// tensor's tiles in that stretch of the body holds it; a touch that no tile of the
-/// stretch can have made (a hand-built spec) is left out.
-fn attribute(
-    group: &GroupSpec,
-    syncs: &[u16],
-    boxes: &[Option<Vec<(i64, i64)>>],
-    tensor: u16,
-    after: Option<u16>,
-    write: bool,
-    bounds: &[(i64, i64)],
-) -> Option<usize> {
-    let stretch = |stmt: u16| syncs.iter().copied().filter(|&s| s < stmt).max();
-    let holds = |k: usize| {
-        boxes[k]
+/// The tile argument of `group` that `touch` (the part of it in `bounds`) came through,
+/// given each tile's box and the synchronising statement before its op (`tiles`). Ops
+/// only touch their own tiles, so one of the tensor's tiles in that stretch of the body
+/// holds it, a written one first for a write; a touch that no tile of the stretch can
+/// have made (a hand-built spec) is left out.
+fn attribute(group: &GroupSpec, tiles: &[TileSite], touch: &Touch, bounds: &[(i64, i64)]) -> Option<usize> {
+    let in_stretch = |k: &usize| group.tiles[*k].tensor == touch.tensor && tiles[*k].1 == touch.after;
+    let holds = |k: &usize| {
+        tiles[*k]
+            .0
             .as_ref()
             .is_some_and(|b| b.len() == bounds.len() && b.iter().zip(bounds).all(|(o, i)| o.0 <= i.0 && i.1 <= o.1))
     };
-    let candidates: Vec<usize> = (0..group.tiles.len())
-        .filter(|&k| group.tiles[k].tensor == tensor && stretch(group.tiles[k].stmt) == after)
-        .collect();
     let writes = |k: &usize| group.tiles[*k].access == Access::Write;
-    candidates
-        .iter()
-        .copied()
-        .find(|k| holds(*k) && (!write || writes(k)))
-        .or_else(|| candidates.iter().copied().find(|&k| holds(k)))
-        .or_else(|| candidates.first().copied())
+    let candidates = || (0..group.tiles.len()).filter(in_stretch);
+    candidates()
+        .find(|k| holds(k) && (!touch.write || writes(k)))
+        .or_else(|| candidates().find(holds))
+        .or_else(|| candidates().next())
 }
 
 /// Appends `(tensor, a, b)` for every pair of accesses of one tensor by different
