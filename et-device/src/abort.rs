@@ -1,11 +1,12 @@
 //! Why a kernel aborted, from the record its first aborting CTA wrote (`Runtime::error`
 //! in the prelude): a wait that outlived the watchdog, CTAs idle on the ready queue, an
-//! index value out of range, or a routed signal past its element's count.
+//! index value out of range, a routed signal past its element's count, or an integer
+//! scalar argument that does not fit its op's parameter type.
 
 use std::time::Duration;
 
 use et_core::graph::Resolved;
-use et_core::{BlockedWait, Error, RawTensor};
+use et_core::{BlockedWait, Error, RawTensor, TileOp};
 
 /// Length of the record in `u32`s: six `u64` words
 /// `[task, element, value, expected, tensor, position]`.
@@ -16,6 +17,8 @@ const READY_QUEUE: u32 = u32::MAX;
 const INDEX_FAULT: u32 = u32::MAX - 1;
 /// `element` of a record written by `Ctx::overcount` (`ET_OVERCOUNT` in the prelude).
 const OVERCOUNT: u32 = u32::MAX - 2;
+/// `element` of a record written by `ScalarArg` (`ET_SCALAR_FAULT` in the prelude).
+const SCALAR_FAULT: u32 = u32::MAX - 3;
 
 /// A decoded record.
 #[derive(Debug, PartialEq)]
@@ -30,6 +33,9 @@ pub(crate) enum Abort {
     /// Task `task` gave `element` its `value`-th signal of the launch, past its count
     /// `expected` (dynamic schedule: the adds there return the counter).
     Overcount { task: u32, element: u32, value: u32, expected: u32 },
+    /// Task `task` passed `value` as argument `position` of the body's op call `call`,
+    /// outside `lo ..= hi`, the range of the op's CUDA parameter type.
+    Scalar { task: u32, call: usize, position: usize, value: i64, lo: i64, hi: i64 },
 }
 
 impl Abort {
@@ -49,16 +55,26 @@ impl Abort {
             OVERCOUNT => {
                 Abort::Overcount { task, element: word(4) as u32, value: word(2) as u32, expected: word(3) as u32 }
             }
+            SCALAR_FAULT => Abort::Scalar {
+                task,
+                call: (word(5) >> 16) as usize,
+                position: (word(5) & 0xffff) as usize,
+                value: word(2) as i64,
+                lo: word(3) as i64,
+                hi: word(4) as i64,
+            },
             _ => Abort::Wait { task, element, value: word(2) as u32, expected: word(3) as u32 },
         }
     }
 
-    /// The error this abort is. `counters` reads the event counters (only the
-    /// ready-queue case needs them) and `epoch` is the aborted launch's.
+    /// The error this abort is. `ops` are the megakernel's op calls in body order,
+    /// `counters` reads the event counters (only the ready-queue case needs them) and
+    /// `epoch` is the aborted launch's.
     pub fn into_error(
         self,
         r: &Resolved<'_>,
         args: &[RawTensor],
+        ops: &[TileOp],
         limit: Duration,
         counters: impl FnOnce() -> Result<Vec<u32>, Error>,
         epoch: u32,
@@ -82,6 +98,16 @@ impl Abort {
             Abort::Overcount { task, element, value, expected } => {
                 let (task, element) = (r.describe_task(task), r.describe_element(element));
                 return Ok(Error::Overcount { kernel, task, element, value, expected });
+            }
+            // the CPU backend's `TryFrom` panics in the task: the same error here
+            Abort::Scalar { task, call, position, value, lo, hi } => {
+                let op = ops.get(call).map_or("?", |op| op.path);
+                let message = format!(
+                    "scalar argument {} of tile op `{op}` (call {call}) = {value} does not fit the op's CUDA \
+                     parameter type ({lo} ..= {hi})",
+                    position + 1
+                );
+                return Ok(Error::TaskPanic { task: r.describe_task(task), message });
             }
         };
         Ok(Error::Watchdog { kernel, wait, limit })
@@ -152,6 +178,17 @@ mod tests {
             Abort::decode(&record([2, (u32::MAX - 2) as u64, 3, 1, 6, 0])),
             Abort::Overcount { task: 2, element: 6, value: 3, expected: 1 }
         );
+        assert_eq!(
+            Abort::decode(&record([
+                4,
+                (u32::MAX - 3) as u64,
+                3_000_000_000,
+                (-(1i64 << 31)) as u64,
+                (1 << 31) - 1,
+                1 << 16 | 2
+            ])),
+            Abort::Scalar { task: 4, call: 1, position: 2, value: 3_000_000_000, lo: -(1 << 31), hi: (1 << 31) - 1 }
+        );
         assert_eq!(RECORD_WORDS, record([0; 6]).len());
     }
 
@@ -168,22 +205,30 @@ mod tests {
             }
         }
         let kernel = &splitk::split_row_sum::KERNEL;
+        let ops = kernel.cuda.ops;
         let r = Resolved::new(&kernel.graph, &Shapes).unwrap();
         let shapes: [&[usize]; 3] = [&[64, 128], &[64, 4], &[64]];
         let args: Vec<RawTensor> = shapes.iter().map(|s| RawTensor::new(0, et_core::DType::F32, s)).collect();
         let abort = Abort::Index { task: 0, tensor: 1, position: 9, value: 70, bound: 64 };
-        let err = abort.into_error(&r, &args, Duration::from_secs(1), || unreachable!(), 1).unwrap().to_string();
+        let err = abort.into_error(&r, &args, &[], Duration::from_secs(1), || unreachable!(), 1).unwrap().to_string();
         let task = r.describe_task(0);
         for part in ["`split_row_sum`", &format!("task {task}"), "`part`", "at [2, 1]", "read 70", "outside 0..64"] {
             assert!(err.contains(part), "`{part}` missing from: {err}");
         }
         // an over-signal names the task and the element like the CPU backend's
         let abort = Abort::Overcount { task: 0, element: 1, value: 2, expected: 1 };
-        let err = abort.into_error(&r, &args, Duration::from_secs(1), || unreachable!(), 1).unwrap();
+        let err = abort.into_error(&r, &args, &[], Duration::from_secs(1), || unreachable!(), 1).unwrap();
         let Error::Overcount { kernel, task: t, element, value, expected } = &err else { panic!("{err}") };
         assert_eq!(
             (kernel.as_str(), t, element, *value, *expected),
             ("split_row_sum", &task, &r.describe_element(1), 2, 1)
         );
+        // a scalar that does not fit is the task's panic, as on the CPU backend
+        let abort = Abort::Scalar { task: 0, call: 1, position: 2, value: -1, lo: 0, hi: u32::MAX as i64 };
+        let err = abort.into_error(&r, &args, ops, Duration::from_secs(1), || unreachable!(), 1).unwrap();
+        let Error::TaskPanic { task: t, message } = &err else { panic!("{err}") };
+        assert_eq!(t, &task);
+        let op = format!("scalar argument 3 of tile op `{}` (call 1) = -1 does not fit", ops[1].path);
+        assert!(message.starts_with(&op) && message.ends_with("(0 ..= 4294967295)"), "{message}");
     }
 }

@@ -436,6 +436,7 @@ impl Backend for Cuda {
         pending.push(InFlight {
             report: report.clone(),
             kernel: kernel.name().to_string(),
+            ops: kernel.cuda.ops,
             state: state.id,
             epoch,
             watchdog: options.watchdog,
@@ -565,7 +566,7 @@ impl Cuda {
             // the launches on one state share their shapes: the last one's tensors place the
             // index an abort names
             let args = state.last_args();
-            Abort::decode(&rec).into_error(state.resolved(), args, launch.watchdog, counters, launch.epoch)
+            Abort::decode(&rec).into_error(state.resolved(), args, launch.ops, launch.watchdog, counters, launch.epoch)
         };
         let error = read(state).unwrap_or_else(|e| e);
         // the counters are part-way through a launch: start a fresh epoch

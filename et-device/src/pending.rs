@@ -30,6 +30,8 @@ pub(crate) struct InFlight {
     pub report: LaunchReport,
     /// The megakernel's name, for a fault's message.
     pub kernel: String,
+    /// Its op calls in body order, which an abort record names by position.
+    pub ops: &'static [et_core::TileOp],
     /// The `GraphState` it ran on (`GraphState::id`), read after an abort.
     pub state: u64,
     /// The epoch it ran at (an abort's counters are read against it).

@@ -9,7 +9,8 @@ use et_core::{Deferral, Error, relative_error};
 use et_device::{Cuda, CudaTensor};
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
 use ui_tests::{
-    chain_dynamic, layer_loop, moe_routing, prefetch_diamond, ranges, split_row_sum as ui_split, static_dims_counts,
+    chain_dynamic, layer_loop, moe_routing, prefetch_diamond, ranges, scalar_index_arguments,
+    split_row_sum as ui_split, static_dims_counts,
 };
 
 fn gpu() -> Cuda {
@@ -106,6 +107,24 @@ fn ui_programs_on_the_gpu_equal_their_references() {
         for batch in [1, 5, 64] {
             layer_loop::check(&gpu, layers, batch, None);
         }
+    }
+    for n in [1, 5, 64] {
+        scalar_index_arguments::check(&gpu, n, None);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_scalar_argument_that_does_not_fit_is_the_task_panic_the_cpu_reports() {
+    let gpu = gpu();
+    for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+        let options = LaunchOptions { schedule: Some(schedule), ..Default::default() };
+        let message = scalar_index_arguments::too_far(&gpu, &options);
+        for part in ["scalar argument 3 of tile op `", "::shifted` (call 0)", "(-2147483648 ..= 2147483647)"] {
+            assert!(message.contains(part), "{schedule:?}: `{part}` missing from: {message}");
+        }
+        // the backend goes on working
+        scalar_index_arguments::check(&gpu, 64, None);
     }
 }
 
@@ -252,6 +271,24 @@ fn wrong_shapes_are_errors_on_the_gpu_too() {
     let mut c = gpu.upload(&Tensor::<f32>::zeros(&[65])).unwrap();
     let err = split_row_sum::launch(&gpu, &a, &mut part, &mut c).unwrap_err().to_string();
     assert!(err.contains("tensor `c` dimension 0 is 65"), "{err}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn observing_is_a_cpu_feature_and_asking_the_gpu_for_it_is_an_error() {
+    let gpu = gpu();
+    let a = gpu.upload(&Tensor::<f32>::zeros(&[64, 128])).unwrap();
+    let mut part = gpu.upload(&Tensor::<f32>::zeros(&[64, 4])).unwrap();
+    let mut c = gpu.upload(&Tensor::<f32>::zeros(&[64])).unwrap();
+    let observed = LaunchOptions { observe: Some(true), ..Default::default() };
+    let err = split_row_sum::launch_with(&gpu, &observed, &a, &mut part, &mut c).unwrap_err();
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(err.to_string().contains("observing a launch"), "{err}");
+    // `None` (observe where the CPU would) and `Some(false)` launch
+    for observe in [None, Some(false)] {
+        let options = LaunchOptions { observe, ..Default::default() };
+        split_row_sum::launch_with(&gpu, &options, &a, &mut part, &mut c).unwrap();
+    }
 }
 
 #[test]

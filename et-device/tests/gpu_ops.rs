@@ -54,7 +54,7 @@ fn rope_append_and_split_kv_attention_equal_the_cpu() {
 fn embedding_norms_elementwise_and_argmax_equal_the_cpu() {
     let gpu = gpu();
     for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
-        for batch in [1, 16] {
+        for batch in [1, 5, 16] {
             check_misc(&gpu, batch, 500 + batch as u64, schedule, None, TOL);
         }
     }

@@ -148,7 +148,8 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                     pending.push((i, call));
                     let args: Vec<String> = args
                         .iter()
-                        .map(|arg| match arg {
+                        .enumerate()
+                        .map(|(position, arg)| match arg {
                             LoweredArg::Tile { tensor, index, size, .. } => {
                                 let ts = &spec.tensors[*tensor];
                                 let idx: Vec<String> = index.iter().map(|(_, x)| c_affine(x, &vars, dims)).collect();
@@ -174,7 +175,17 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                                     sz.join(", ")
                                 )
                             }
-                            LoweredArg::Scalar { value: Scalar::Int(x), .. } => c_affine(x, &vars, dims),
+                            // a constant was checked against the parameter by rustc; any
+                            // other value converts through `et::ScalarArg`, which checks it
+                            // against the CUDA parameter's type as the CPU's `TryFrom` does
+                            LoweredArg::Scalar { value: Scalar::Int(x), .. } => match x.as_constant() {
+                                Some(_) => c_affine(x, &vars, dims),
+                                None => format!(
+                                    "et::ScalarArg{{ctx, {}, {}u}}",
+                                    c_affine(x, &vars, dims),
+                                    (call as u32) << 16 | position as u32
+                                ),
+                            },
                             LoweredArg::Scalar { value: Scalar::Float(f), .. } => format!("{f}f"),
                         })
                         .collect();

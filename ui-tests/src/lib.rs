@@ -25,6 +25,8 @@ pub mod prefetch_diamond;
 pub mod ranges;
 #[path = "../tests/ui/pass/raw_and_non_ascii_names.rs"]
 pub mod raw_and_non_ascii_names;
+#[path = "../tests/ui/pass/scalar_index_arguments.rs"]
+pub mod scalar_index_arguments;
 #[path = "../tests/ui/pass/split_row_sum.rs"]
 pub mod split_row_sum;
 #[path = "../tests/ui/pass/static_dims_counts.rs"]

@@ -6,6 +6,9 @@
 #define ET_INDEX_FAULT 0xfffffffeu
 // The `element` word of an abort record written by `Ctx::overcount` (dynamic schedule).
 #define ET_OVERCOUNT 0xfffffffdu
+// The `element` word of an abort record written by `ScalarArg` (an integer scalar argument
+// that does not fit its op parameter's type).
+#define ET_SCALAR_FAULT 0xfffffffcu
 #ifndef ET_BUSY_POLLS
 #define ET_BUSY_POLLS 1024
 #endif
@@ -817,6 +820,51 @@ struct Ctx {
     }
     __device__ __forceinline__ void trace_end(unsigned int t) {
         if (rt.trace && threadIdx.x == 0) rt.trace[ET_TRACE_WORDS * t + 2] = global_timer();
+    }
+};
+
+// The values of an integer type that a scalar argument may convert to; float types take
+// any value, as the CPU backend never passes them an integer expression (no `TryFrom`).
+template <class T> struct ScalarRange {
+    static constexpr bool integral = false;
+    static constexpr long long lo = 0, hi = 0;
+};
+#define ET_SCALAR_RANGE(T, L, H)                                                                                       \
+    template <> struct ScalarRange<T> {                                                                                \
+        static constexpr bool integral = true;                                                                         \
+        static constexpr long long lo = L, hi = H;                                                                     \
+    };
+ET_SCALAR_RANGE(char, -128, 127)
+ET_SCALAR_RANGE(signed char, -128, 127)
+ET_SCALAR_RANGE(unsigned char, 0, 255)
+ET_SCALAR_RANGE(short, -32768, 32767)
+ET_SCALAR_RANGE(unsigned short, 0, 65535)
+ET_SCALAR_RANGE(int, -2147483647LL - 1, 2147483647LL)
+ET_SCALAR_RANGE(unsigned int, 0, 4294967295LL)
+ET_SCALAR_RANGE(long, -9223372036854775807LL - 1, 9223372036854775807LL)
+ET_SCALAR_RANGE(unsigned long, 0, 9223372036854775807LL)
+ET_SCALAR_RANGE(long long, -9223372036854775807LL - 1, 9223372036854775807LL)
+ET_SCALAR_RANGE(unsigned long long, 0, 9223372036854775807LL)
+#undef ET_SCALAR_RANGE
+
+// An integer scalar argument of an op call that is not a constant (an i64 of tile indices
+// and dims): it converts to the op's parameter type, whatever that is, checking that the
+// value fits as the CPU backend's `TryFrom` does. A value that does not fit aborts the
+// kernel with the record [task, ET_SCALAR_FAULT, value, lo, hi, call << 16 | argument]
+// and converts as 0, so that the op runs on an in-range value while the CTAs wind down.
+struct ScalarArg {
+    const Ctx& ctx;
+    long long value;
+    unsigned int site; // the op call's position in the body << 16 | the argument's position
+
+    template <class T> __device__ __forceinline__ operator T() const {
+        typedef ScalarRange<T> R;
+        if (R::integral && (value < R::lo || value > R::hi)) {
+            abort_with_record(ctx.rt, ctx.task, ET_SCALAR_FAULT, (unsigned long long)value, (unsigned long long)R::lo,
+                              (unsigned long long)R::hi, site);
+            return T(0);
+        }
+        return static_cast<T>(value);
     }
 };
 

@@ -37,7 +37,10 @@ pub use reduce::{row_sum, sum_splits};
 /// per-CTA arena is the largest amount any of its op calls declares, and the generated
 /// call passes it to such an op as one more, last, argument: `unsigned char* smem`,
 /// 128-byte aligned (`et::Ctx::smem()`). The CPU backend ignores it. Parameters are `TileRef`
-/// (read), `TileMut` (written) or [scalars](crate::op::Scalar), written as such.
+/// (read), `TileMut` (written) or [scalars](crate::op::Scalar), written as such. Give a
+/// scalar's CUDA parameter a declared type (`int by`, not a deduced template parameter):
+/// an argument computed from tile indices reaches it as `et::ScalarArg`, which converts
+/// to that type and stops the task when the value does not fit it.
 ///
 /// ```
 /// use et_core::prelude::*;

@@ -1,10 +1,14 @@
 //! RMSNorm, alone and fused with the residual add that precedes it in a transformer block.
 //!
-//! The whole CTA works on one row at a time (decode batches are small, rows are long): each
-//! thread takes 8 consecutive elements per step (a 16-byte load where the row allows),
-//! the sum of squares is a block-wide reduction, and the second pass re-reads the row
-//! from L1/L2 with the same thread-to-element map. (The fused norm GEMVs,
-//! [`super::rms_norm_matvec`], normalize the rows of a batch side by side instead.)
+//! The CTA's warps share the tile's rows (`row_groups`: a warp a row from 16 rows on, the
+//! whole CTA on a single row), so that every row's loads are in flight together. Each
+//! thread takes 8 consecutive elements per piece (a 16-byte load where the row allows) and
+//! loads `ET_NORM_PIECES` pieces before it uses one; the sum of squares is a reduction over
+//! the row's warps, and the second pass re-reads the row from L1/L2 with the same
+//! thread-to-element map. A tile of one row (by its type, or at run time) keeps one piece
+//! a thread, the loop of the Llama step's per-row norms. (The fused norm GEMVs,
+//! [`super::rms_norm_matvec`], normalize the rows of a batch side by side in their own
+//! prologue.)
 
 use super::decode_cuda;
 use crate::dtype::bf16;
@@ -25,31 +29,52 @@ pub(super) fn normalized_rows(x: TileRef<'_, bf16, 2>, w: TileRef<'_, bf16, 1>, 
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"
+// The rows of `rms_norm` with P pieces in flight a thread (`row_groups` decides which
+// warps take which row; `red` as `group_sum` needs it).
+template <int P, class X, class W, class Y>
+__device__ __forceinline__ void rms_norm_rows(const X& x, const W& w, float eps, const Y& y, bool vec, int per,
+                                              int rows, float* red) {
+    const int B = x.shape[0], D = x.shape[1];
+    const int warp = threadIdx.x >> 5, group = warp / per, step = per * 256;
+    const int first = ((warp - group * per) * 32 + (threadIdx.x & 31)) * 8;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int b0 = 0; b0 < B; b0 += rows) {
+        const int b = b0 + group;
+        const bool mine = group < rows && b < B;
+        const et::bf16* row = x.ptr + (long long)b * x.stride[0];
+        et::bf16* out = y.ptr + (long long)b * y.stride[0];
+        float ss = 0.0f;
+        for (int k0 = first; mine && k0 < D; k0 += P * step) {
+            uint4 v[P];
+#pragma unroll
+            for (int u = 0; u < P; ++u)
+                v[u] = k0 + u * step < D ? load8<false>(row, k0 + u * step, D, x.stride[1], vec) : zero;
+#pragma unroll
+            for (int u = 0; u < P; ++u) {
+                float f[8];
+                unpack8(v[u], f);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+            }
+        }
+        const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
+        if (mine) norm_scale_row<P>(row, x.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
+    }
+}
+
 template <class X, class W, class Y>
 __device__ void rms_norm(X x, W w, float eps, Y y) {
     __shared__ float red[32];
-    const int B = x.shape[0], D = x.shape[1];
     const bool vec = vec_rows(x.ptr, x.stride[0], x.stride[1]) && vec_rows(w.ptr, 0, w.stride[0]) &&
                      vec_rows(y.ptr, y.stride[0], y.stride[1]);
-    for (int b = 0; b < B; ++b) {
-        const et::bf16* row = x.ptr + b * x.stride[0];
-        float ss = 0.0f;
-        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
-            float f[8];
-            unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-        }
-        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
-        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
-            float f[8], g[8];
-            unpack8(load8<false>(row, k, D, x.stride[1], vec), f);
-            unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
-            store8(y.ptr + b * y.stride[0], k, D, y.stride[1], vec, pack8(f));
-        }
-    }
+    int per, rows;
+    row_groups(x.shape[0], per, rows);
+    // the whole CTA on one row (the Llama step's per-row norms) needs one piece in flight a
+    // thread, and runs the least code: four pieces in the fused norm GEMVs' prologue made
+    // the 1b step 9% slower at batch 1 with the same loads (RESULTS run 41). A tile of one
+    // row by its type compiles only this path.
+    if (X::template static_extent<0>() == 1 || rows == 1) rms_norm_rows<1>(x, w, eps, y, vec, per, rows, red);
+    else rms_norm_rows<ET_NORM_PIECES>(x, w, eps, y, vec, per, rows, red);
 }
 "#);
     contract {
@@ -68,37 +93,60 @@ __device__ void rms_norm(X x, W w, float eps, Y y) {
 }
 
 crate::tile_op! { cuda = decode_cuda!(r#"
+// The rows of `rms_norm_residual` with P pieces in flight a thread (as `rms_norm_rows`).
+template <int P, class H, class R, class W, class Y>
+__device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, const W& w, float eps, const Y& y,
+                                                       bool vec, int per, int rows, float* red) {
+    const int B = h.shape[0], D = h.shape[1];
+    const int warp = threadIdx.x >> 5, group = warp / per, step = per * 256;
+    const int first = ((warp - group * per) * 32 + (threadIdx.x & 31)) * 8;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int b0 = 0; b0 < B; b0 += rows) {
+        const int b = b0 + group;
+        const bool mine = group < rows && b < B;
+        et::bf16* hrow = h.ptr + (long long)b * h.stride[0];
+        const et::bf16* rrow = r.ptr + (long long)b * r.stride[0];
+        et::bf16* out = y.ptr + (long long)b * y.stride[0];
+        float ss = 0.0f;
+        for (int k0 = first; mine && k0 < D; k0 += P * step) {
+            uint4 v[P], q[P];
+#pragma unroll
+            for (int u = 0; u < P; ++u) {
+                const int k = k0 + u * step;
+                v[u] = k < D ? load8<false>(hrow, k, D, h.stride[1], vec) : zero;
+                q[u] = k < D ? load8<false>(rrow, k, D, r.stride[1], vec) : zero;
+            }
+#pragma unroll
+            for (int u = 0; u < P; ++u) {
+                const int k = k0 + u * step;
+                if (k >= D) break;
+                float f[8], g[8];
+                unpack8(v[u], f);
+                unpack8(q[u], g);
+                // the sum is stored in bf16 and the norm is taken of what was stored
+#pragma unroll
+                for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + g[i]));
+#pragma unroll
+                for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+                store8(hrow, k, D, h.stride[1], vec, pack8(f));
+            }
+        }
+        // the second pass reads back only what this thread wrote in the first
+        const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
+        if (mine) norm_scale_row<P>(hrow, h.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
+    }
+}
+
 template <class H, class R, class W, class Y>
 __device__ void rms_norm_residual(H h, R r, W w, float eps, Y y) {
     __shared__ float red[32];
-    const int B = h.shape[0], D = h.shape[1];
     const bool vec = vec_rows(h.ptr, h.stride[0], h.stride[1]) && vec_rows(r.ptr, r.stride[0], r.stride[1]) &&
                      vec_rows(w.ptr, 0, w.stride[0]) && vec_rows(y.ptr, y.stride[0], y.stride[1]);
-    for (int b = 0; b < B; ++b) {
-        et::bf16* hrow = h.ptr + b * h.stride[0];
-        float ss = 0.0f;
-        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
-            float f[8], g[8];
-            unpack8(load8<false>(hrow, k, D, h.stride[1], vec), f);
-            unpack8(load8<false>(r.ptr + b * r.stride[0], k, D, r.stride[1], vec), g);
-            // the sum is stored in bf16 and the norm is taken of what was stored
-#pragma unroll
-            for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + g[i]));
-#pragma unroll
-            for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-            store8(hrow, k, D, h.stride[1], vec, pack8(f));
-        }
-        // the second pass reads back only what this thread wrote in the first
-        const float inv = rsqrtf(block_sum(ss, red) / (float)D + eps);
-        for (int k = threadIdx.x * 8; k < D; k += blockDim.x * 8) {
-            float f[8], g[8];
-            unpack8(load8<false>(hrow, k, D, h.stride[1], vec), f);
-            unpack8(load8<true>(w.ptr, k, D, w.stride[0], vec), g);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
-            store8(y.ptr + b * y.stride[0], k, D, y.stride[1], vec, pack8(f));
-        }
-    }
+    int per, rows;
+    row_groups(h.shape[0], per, rows);
+    // one row at a time with the whole CTA: one piece in flight a thread (as `rms_norm`)
+    if (H::template static_extent<0>() == 1 || rows == 1) rms_norm_residual_rows<1>(h, r, w, eps, y, vec, per, rows, red);
+    else rms_norm_residual_rows<ET_NORM_PIECES>(h, r, w, eps, y, vec, per, rows, red);
 }
 "#);
     contract {

@@ -344,6 +344,7 @@ macro_rules! misc_kernel {
     };
 }
 misc_kernel!(decode_misc_b1, 1);
+misc_kernel!(decode_misc_b5, 5);
 misc_kernel!(decode_misc_b16, 16);
 
 /// Asserts `got` is within `tol` (relative, as [`relative_error`]) of `want`.
@@ -693,6 +694,11 @@ pub fn check_misc<B: Backend>(
                         be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dp, &mut y5, &mut y6,
                         &dl, &mut best, &mut index, &mut token,
                     ),
+                    // 5 rows share 16 warps unevenly (3 warps a row, one warp idle)
+                    5 => decode_misc_b5::launch_with(
+                        be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dp, &mut y5, &mut y6,
+                        &dl, &mut best, &mut index, &mut token,
+                    ),
                     16 => decode_misc_b16::launch_with(
                         be, o, &dt, &di, &mut h, &dr, &dn, &mut y1, &mut y2, &mut y3, &mut y4, &dp, &mut y5, &mut y6,
                         &dl, &mut best, &mut index, &mut token,
@@ -746,6 +752,7 @@ fn main() {
                 check_attention(&cpu, Attention::G8D64, 4, pos, 40 + pos as u64, schedule, chaos, 0.0);
             }
             check_misc(&cpu, 1, 50, schedule, chaos, 0.0);
+            check_misc(&cpu, 5, 52, schedule, chaos, 0.0);
             check_misc(&cpu, 16, 51, schedule, chaos, 0.0);
         }
     }
