@@ -28,8 +28,9 @@ pub struct EventLayout {
 }
 
 /// The most tasks, or event elements, a launch may number: the device's indices are
-/// `u32`, and its abort records use the top three values as markers (`ET_INDEX_FAULT`,
-/// `ET_OVERCOUNT` and the ready queue's), which must not name a real element.
+/// `u32`, and its abort records use the top four values as markers (`ET_SCALAR_FAULT`,
+/// `ET_INDEX_FAULT`, `ET_OVERCOUNT` and the ready queue's: `MAX_FLAT ..= u32::MAX`),
+/// which must not name a real element.
 pub const MAX_FLAT: u32 = u32::MAX - 3;
 
 /// Lays boxes (`what` names them: "tasks", "elements") one after another in a flat u32
