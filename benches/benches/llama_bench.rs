@@ -25,7 +25,7 @@ use et_benches::bandwidth::copy_bandwidth;
 use et_benches::llama_baseline::shape::StepBytes;
 use et_benches::llama_baseline::{Baseline, Mode};
 use et_benches::llama_report::{self as report, FirstTokenRow, Record, StepRow};
-use et_benches::{median, trace_report};
+use et_benches::{JsonLines, median, read_torch_json, trace_report};
 use et_core::{Backend, LaunchOptions, ScheduleKind, Tensor};
 use et_device::Cuda;
 use llama::{Decoder, LlamaConfig, LlamaWeights, Stamp};
@@ -175,26 +175,9 @@ fn run(args: &Args) -> Res<()> {
     if let Some(k) = args.kv.iter().find(|&&k| k == 0) {
         return Err(format!("--kv {k}: a step attends over at least one position"));
     }
-    let torch_texts = args
-        .torch_json
-        .iter()
-        .map(|p| {
-            std::fs::read_to_string(p)
-                .map(|t| (p.display().to_string(), t))
-                .map_err(|e| format!("--torch-json {}: {e}", p.display()))
-        })
-        .collect::<Res<Vec<_>>>()?;
-    let mut json = match &args.json {
-        Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?),
-        None => None,
-    };
-    let mut emit = |r: &Record| {
-        if let Some(f) = &mut json
-            && let Err(e) = writeln!(f, "{}", r.json_line())
-        {
-            eprintln!("llama_bench: warning: writing the JSON line failed: {e}");
-        }
-    };
+    let torch_texts = read_torch_json(&args.torch_json)?;
+    let mut json = JsonLines::create(args.json.as_deref(), "llama_bench")?;
+    let mut emit = |r: &Record| json.write(&r.json_line());
     let plan = plan(&args.configs, &args.batch)?;
     let gpu = Cuda::new(0).map_err(|e| e.to_string())?;
     println!("{}; medians of {} steps after {} warm-up steps", gpu.describe(), args.steps, args.warmup);

@@ -14,16 +14,15 @@
 //!     cargo bench -p et-benches --bench moe_bench -- --json moe.jsonl
 //!     .gpu/bin/moe_bench --torch-json moe_torch.jsonl --json moe.jsonl --trace traces/
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use et_benches::bandwidth::copy_bandwidth;
-use et_benches::median;
 use et_benches::moe_baseline::floor::{floor_ms, layer_bytes, touched_experts};
 use et_benches::moe_baseline::report::{self, MoeRow, Record};
 use et_benches::moe_baseline::torch::torch_rows;
 use et_benches::moe_baseline::{Mode, MoeBaseline};
+use et_benches::{JsonLines, median, read_torch_json};
 use et_core::{Backend, LaunchOptions, ScheduleKind, Tensor, bf16};
 use et_device::Cuda;
 use moe::layer::{MegaLayer, stamped_tokens};
@@ -94,26 +93,9 @@ fn run(args: &Args) -> Res<()> {
     if let Some(t) = tokens.iter().find(|t| !stamped.contains(t)) {
         return Err(format!("{}: no megakernel stamped at {t} tokens (stamped: {stamped:?})", args.config));
     }
-    let torch_texts = args
-        .torch_json
-        .iter()
-        .map(|p| {
-            std::fs::read_to_string(p)
-                .map(|t| (p.display().to_string(), t))
-                .map_err(|e| format!("--torch-json {}: {e}", p.display()))
-        })
-        .collect::<Res<Vec<_>>>()?;
-    let mut json = match &args.json {
-        Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?),
-        None => None,
-    };
-    let mut emit = |r: &Record| {
-        if let Some(f) = &mut json
-            && let Err(e) = writeln!(f, "{}", r.json_line())
-        {
-            eprintln!("moe_bench: warning: writing the JSON line failed: {e}");
-        }
-    };
+    let torch_texts = read_torch_json(&args.torch_json)?;
+    let mut json = JsonLines::create(args.json.as_deref(), "moe_bench")?;
+    let mut emit = |r: &Record| json.write(&r.json_line());
     let gpu = Cuda::new(0).map_err(|e| format!("no CUDA GPU to benchmark on ({e})"))?;
     println!(
         "{}; medians of {} runs after {} warm-up runs, over {} token sets",

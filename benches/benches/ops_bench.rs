@@ -821,20 +821,42 @@ fn rope_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
         }
         s.check(TOL)
     };
-    // resident first (every sequence rotated exactly once: the check sees fresh data)
-    elapsed(rope_append::launch(gpu, &mut q, &mut k, &v, &pos, &mut kc, &mut vc))?;
-    check(&q, &k, &kc, &vc, &spread(ns_all, 16), "resident")?;
-    let t = measure(out.runs, |_| elapsed(rope_append::launch(gpu, &mut q, &mut k, &v, &pos, &mut kc, &mut vc)))?;
-    out.row(Row {
-        op: "rope_llama3 + kv_append",
-        shape: "q 32x128, kv 8x128",
-        batch: ns_all,
-        form: "resident",
-        tile: &format!("(seq, kv head) x {} tasks", ns_all * 8),
-        secs: t,
-        bytes: (ns_all * ROPE_SEQ_BYTES) as f64,
-        note: &format!("{ns_all} sequences in one launch; q, k rotated in place each run"),
-    });
+    // resident: every sequence in one launch, first one task per (sequence, KV head), then
+    // one per block of 8 sequences; each form's first launch runs on fresh data and is
+    // checked
+    for blocks in [false, true] {
+        let (mut q, mut k) = (gpu.upload(&q_host)?, gpu.upload(&k_host)?);
+        let mut kc = gpu.poisoned::<bf16>(&[ns_all * 8, LC, 128])?;
+        let mut vc = gpu.poisoned::<bf16>(&[ns_all * 8, LC, 128])?;
+        let launch = |q: &mut CudaTensor<bf16>,
+                      k: &mut CudaTensor<bf16>,
+                      kc: &mut CudaTensor<bf16>,
+                      vc: &mut CudaTensor<bf16>| {
+            elapsed(if blocks {
+                rope_append_blocks::launch(gpu, q, k, &v, &pos, kc, vc)
+            } else {
+                rope_append::launch(gpu, q, k, &v, &pos, kc, vc)
+            })
+        };
+        launch(&mut q, &mut k, &mut kc, &mut vc)?;
+        let what = if blocks { "resident, 8 sequences a task" } else { "resident" };
+        check(&q, &k, &kc, &vc, &spread(ns_all, 16), what)?;
+        let t = measure(out.runs, |_| launch(&mut q, &mut k, &mut kc, &mut vc))?;
+        out.row(Row {
+            op: "rope_llama3 + kv_append",
+            shape: "q 32x128, kv 8x128",
+            batch: ns_all,
+            form: "resident",
+            tile: &if blocks {
+                format!("8 seqs x {} tasks", ns_all / 8)
+            } else {
+                format!("(seq, kv head) x {} tasks", ns_all * 8)
+            },
+            secs: t,
+            bytes: (ns_all * ROPE_SEQ_BYTES) as f64,
+            note: &format!("{ns_all} sequences in one launch; q, k rotated in place each run"),
+        });
+    }
     for batch in [1usize, 16] {
         let groups = ns_all / batch;
         let one = |j: usize,

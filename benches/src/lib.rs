@@ -71,3 +71,46 @@ pub fn parse_schedule(name: &str) -> Result<ScheduleKind, String> {
         other => Err(format!("`{other}` is not a schedule: static or dynamic")),
     }
 }
+
+/// The `--torch-json` files a benchmark was given, read whole: `(path, text)` each, or an
+/// error naming the file that could not be read.
+pub fn read_torch_json(paths: &[std::path::PathBuf]) -> Result<Vec<(String, String)>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| (p.display().to_string(), t))
+                .map_err(|e| format!("--torch-json {}: {e}", p.display()))
+        })
+        .collect()
+}
+
+/// Where a benchmark writes its records, one JSON object a line (`--json FILE`), if
+/// anywhere. A write that fails is a warning on stderr, not the end of a run whose
+/// figures are still printed.
+pub struct JsonLines {
+    file: Option<std::fs::File>,
+    bench: &'static str,
+}
+
+impl JsonLines {
+    /// Creates (truncates) `path`, or writes nowhere without one; `bench` names the
+    /// benchmark in warnings.
+    pub fn create(path: Option<&std::path::Path>, bench: &'static str) -> Result<Self, String> {
+        let file = match path {
+            Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("--json {}: {e}", p.display()))?),
+            None => None,
+        };
+        Ok(JsonLines { file, bench })
+    }
+
+    /// Writes one record's line.
+    pub fn write(&mut self, line: &str) {
+        use std::io::Write;
+        if let Some(f) = &mut self.file
+            && let Err(e) = writeln!(f, "{line}")
+        {
+            eprintln!("{}: warning: writing the JSON line failed: {e}", self.bench);
+        }
+    }
+}

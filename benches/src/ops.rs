@@ -197,6 +197,27 @@ pub fn rope_append(
     });
 }
 
+/// [`rope_append`] in blocks of `SB` sequences, one task per block: its 8 x `SB` key
+/// heads and 32 x `SB` query heads, each sequence at its own position. A task moves
+/// `SB` x 26 KB, enough to stream at the copy bandwidth where a (sequence, KV head) task
+/// of 3.3 KB is all fixed cost.
+#[megakernel(dims(G = 4, HK = 8, D = 128, LC = 16, SB = 8))]
+pub fn rope_append_blocks(
+    q: &mut Tensor<bf16, { [NB * SB * HK * G, D] }>,
+    k: &mut Tensor<bf16, { [NB * SB * HK, D] }>,
+    v: &Tensor<bf16, { [NB * SB * HK, D] }>,
+    pos: &Tensor<i32, { [NB * SB] }>,
+    kc: &mut Tensor<bf16, { [NB * SB * HK, LC, D] }>,
+    vc: &mut Tensor<bf16, { [NB * SB * HK, LC, D] }>,
+) {
+    tile!(prep[s] in [NB] {
+        kv_append(v.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), vc.tile([s, 0, 0], [SB * HK, LC, D]));
+        rope_llama3(q.tile([s, 0], [SB * HK * G, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+        rope_llama3(k.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+        kv_append(k.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), kc.tile([s, 0, 0], [SB * HK, LC, D]));
+    });
+}
+
 /// Split-KV decode attention: `BT` sequences x 8 KV heads x `S` chunks of `C` positions
 /// (`attention_partial`, 4 query heads per KV head, head dim 128), then one merge per
 /// (sequence, KV head) that waits for exactly its chunks.

@@ -234,6 +234,45 @@ fn rope_llama3_matches_hf_and_kv_append_writes_one_row() {
 }
 
 #[test]
+fn rope_llama3_and_kv_append_take_one_position_per_group_of_rows() {
+    // 3 sequences of 5 heads at different positions, one past the cache (appends nothing)
+    let (seqs, heads, d, len) = (3, 5, 64, 40);
+    let positions = [7i32, 0, 40];
+    let x = Tensor::<bf16>::random(&[seqs * heads, d], 400);
+    let p = Tensor::from_vec(&[seqs], positions.to_vec()).unwrap();
+    let mut grouped = x.clone();
+    rope_llama3(wr(&grouped.raw_mut()), rd(&p.raw()), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+    let mut cache = Tensor::<bf16>::random(&[seqs * heads, len, d], 401);
+    let before = cache.clone();
+    kv_append(rd(&grouped.raw()), rd(&p.raw()), wr(&cache.raw_mut()));
+    for (s, &pos) in positions.iter().enumerate() {
+        // each group equals the one-position op on its rows alone
+        let rows = s * heads..(s + 1) * heads;
+        let mut alone = Tensor::from_vec(&[heads, d], x.as_slice()[rows.start * d..rows.end * d].to_vec()).unwrap();
+        let one = Tensor::from_vec(&[1], vec![pos]).unwrap();
+        rope_llama3(wr(&alone.raw_mut()), rd(&one.raw()), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+        assert_eq!(&grouped.as_slice()[rows.start * d..rows.end * d], alone.as_slice(), "rope group {s} at {pos}");
+        for h in rows {
+            for t in 0..len {
+                for e in 0..d {
+                    let want = if t as i32 == pos { grouped.get(&[h, e]) } else { before.get(&[h, t, e]) };
+                    assert_eq!(cache.get(&[h, t, e]), want, "kv_append row {h} position {t} column {e}");
+                }
+            }
+        }
+    }
+    // the contracts: groups must divide the rows
+    assert!(rope_llama3::contract(&[&[15, 64], &[2], &[], &[], &[], &[], &[]]).is_err());
+    assert!(kv_append::contract(&[&[15, 64], &[2], &[15, 40, 64]]).is_err());
+    assert!(kv_append::contract(&[&[16, 64], &[2], &[16, 40, 64]]).is_ok());
+    assert!(rope_llama3::contract(&[&[16, 4096], &[2], &[], &[], &[], &[], &[]]).is_err(), "head dim past the table");
+    // the CUDA's table is the size the contract allows for
+    let define = format!("#define ET_ROPE_TABLE_FLOATS {ROPE_TABLE_FLOATS}\n");
+    assert!(rope_llama3::OP.cuda.contains(&define), "the CUDA's table size differs from ROPE_TABLE_FLOATS");
+    const { assert!(!rope_llama3::OP.uses_smem, "the table is static shared memory, not the arena") };
+}
+
+#[test]
 fn split_kv_attention_matches_f64_softmax_attention() {
     // (query heads per KV head, head dim, valid length, chunk)
     for (seed, (g, d, len, chunk)) in

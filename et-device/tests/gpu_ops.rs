@@ -5,7 +5,7 @@
 
 use et_core::ScheduleKind;
 use et_device::Cuda;
-use ui_tests::decode_ops::{Attention, check_attention, check_gemv, check_misc};
+use ui_tests::decode_ops::{Attention, check_attention, check_gemv, check_misc, check_rope};
 
 /// bf16 rounds at 2^-8 relative; sums over 4104 products in another order move a value
 /// by a few ulps of f32 and may flip a rounding: 1e-2 of the norm is far above that and
@@ -46,6 +46,19 @@ fn rope_append_and_split_kv_attention_equal_the_cpu() {
         for pos in [0, 2100, 8191, 32767] {
             check_attention(&gpu, Attention::Long, 8, pos, 400 + pos as u64, schedule, None, TOL);
         }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn rope_and_kv_append_over_blocks_of_sequences_equal_the_cpu() {
+    let gpu = gpu();
+    for (k, schedule) in [ScheduleKind::Static, ScheduleKind::Dynamic].into_iter().enumerate() {
+        // 16-byte pieces: 1 task (its 3 sequences at 39, one past the cache, -1) and 300
+        // tasks (more than the CTAs); element by element: 7 tasks
+        check_rope(&gpu, 128, 1, 600 + k as u64, schedule, None, TOL);
+        check_rope(&gpu, 128, 300, 610 + k as u64, schedule, None, TOL);
+        check_rope(&gpu, 72, 7, 620 + k as u64, schedule, None, TOL);
     }
 }
 

@@ -290,9 +290,11 @@ fn wait_code(spec: &et_graph::GraphSpec, acc: &et_graph::EventAccess, vars: &[St
         s.push_str(&format!("        const long long n{d} = {len};\n"));
         total = format!("{total} * n{d}");
     }
-    s.push_str(&format!(
-        "        for (long long k = threadIdx.x; k < {total}; k += blockDim.x) {{\n            long long r = k; (void)r;\n"
-    ));
+    s.push_str(&format!("        for (long long k = threadIdx.x; k < {total}; k += blockDim.x) {{\n"));
+    // a wait of one element has no ranges to index (NVRTC warns of an unused `r`)
+    if !ranges.is_empty() {
+        s.push_str("            long long r = k;\n");
+    }
     // the last range dimension varies fastest
     for (d, start, _) in ranges.iter().rev() {
         s.push_str(&format!("            const long long c{d} = {start} + r % n{d}; r /= n{d};\n"));

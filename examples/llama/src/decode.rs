@@ -516,47 +516,70 @@ macro_rules! decode_step {
     };
 }
 
-/// Stamps the `tiny` config's megakernel for a batch size.
-macro_rules! tiny {
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = fused $norms:tt) => {
-        tiny!(@tiles (32, 4, 32, 4, 1, 256, 256) $name, B = $b, S = $s, attention = $kind $args, norms = fused $norms);
-    };
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = tasks $norms:tt) => {
-        tiny!(@tiles (32, 4, 32, 4, 1, 256, 256) $name, B = $b, S = $s, attention = $kind $args, norms = tasks $norms);
-    };
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = reducing $norms:tt) => {
-        tiny!(@tiles (32, 4, 32, 4, 2, 128, 128) $name, B = $b, S = $s, attention = $kind $args, norms = reducing $norms);
-    };
-    (@tiles ($no:literal, $ot:literal, $nd:literal, $dt:literal, $kp:literal, $ko:literal, $kd:literal) $name:ident, B = $b:literal, S = $s:literal,
-     attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
+/// Stamps a model config's megakernel for a batch size: `decode_step!` with the config's
+/// shapes and fixed tiles (`config = (..)`) and the output and down projections' tiles
+/// `(NO, OT, ND, DT, KP, KO, KD)` that the norms' form takes: `whole = (..)` for `fused`
+/// and `tasks`, `split = (..)` (`KP` splits of `k`) for `reducing`, where the config has
+/// them (`split = none` where not).
+macro_rules! stamp {
+    (@step (HD = $hd:literal, NKV = $nkv:literal, G = $g:literal, D = $d:literal, V = $v:literal,
+                  NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal, NM = $nm:literal, MT = $mt:literal,
+                  NV = $nv:literal, VT = $vt:literal, rope = $rope:tt, scale = $scale:tt),
+     ($no:literal, $ot:literal, $nd:literal, $dt:literal, $kp:literal, $ko:literal, $kd:literal),
+     $name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = $form:ident $norms:tt) => {
         decode_step!(
             $name,
             B = $b,
-            HD = 128,
-            NKV = 2,
-            G = 2,
-            D = 64,
-            V = 256,
+            HD = $hd,
+            NKV = $nkv,
+            G = $g,
+            D = $d,
+            V = $v,
             S = $s,
-            NQ = 64,
-            QT = 8,
-            RT = 4,
+            NQ = $nq,
+            QT = $qt,
+            RT = $rt,
             NO = $no,
             OT = $ot,
-            NM = 64,
-            MT = 4,
+            NM = $nm,
+            MT = $mt,
             ND = $nd,
             DT = $dt,
             KP = $kp,
             KO = $ko,
             KD = $kd,
-            NV = 64,
-            VT = 4,
+            NV = $nv,
+            VT = $vt,
             eps = 0.00001,
-            rope = (10000.0, 8.0, 1.0, 4.0, 256.0),
-            scale = 0.125,
+            rope = $rope,
+            scale = $scale,
             attention = $kind $args,
-            norms = $($norms)+
+            norms = $form $norms
+        );
+    };
+    (config = $config:tt, whole = $whole:tt, split = none, $name:ident, B = $b:literal, S = $s:literal,
+     attention = $kind:ident $args:tt, norms = reducing $norms:tt) => {
+        compile_error!(concat!(stringify!($name), ": this config has no split projections for `norms = reducing(..)`"));
+    };
+    (config = $config:tt, whole = $whole:tt, split = $split:tt, $name:ident, B = $b:literal, S = $s:literal,
+     attention = $kind:ident $args:tt, norms = reducing $norms:tt) => {
+        stamp!(@step $config, $split, $name, B = $b, S = $s, attention = $kind $args, norms = reducing $norms);
+    };
+    (config = $config:tt, whole = $whole:tt, split = $split:tt, $name:ident, B = $b:literal, S = $s:literal,
+     attention = $kind:ident $args:tt, norms = $form:ident $norms:tt) => {
+        stamp!(@step $config, $whole, $name, B = $b, S = $s, attention = $kind $args, norms = $form $norms);
+    };
+}
+
+/// Stamps the `tiny` config's megakernel for a batch size.
+macro_rules! tiny {
+    ($name:ident, $($call:tt)*) => {
+        stamp!(
+            config = (HD = 128, NKV = 2, G = 2, D = 64, V = 256, NQ = 64, QT = 8, RT = 4, NM = 64, MT = 4, NV = 64, VT = 4,
+                   rope = (10000.0, 8.0, 1.0, 4.0, 256.0), scale = 0.125),
+            whole = (32, 4, 32, 4, 1, 256, 256),
+            split = (32, 4, 32, 4, 2, 128, 128),
+            $name, $($call)*
         );
     };
 }
@@ -564,92 +587,31 @@ macro_rules! tiny {
 /// Stamps llama-3.2-1b's megakernel for a batch size: the fused QKV projection in 128 tiles
 /// of 24 rows (one per SM, where 192 tiles of 16 took two waves), the other GEMVs in 128
 /// tiles, the attention of each KV head in `S` pieces (about 128 pieces per layer at every
-/// batch: a piece costs a task). With `norms = tasks(..)` the output and down projections
-/// are 32 tiles of 64 rows times 4 splits of `k` (still 128 tasks each).
+/// batch: a piece costs a task). The output and down projections are whole (1b's lost 3%
+/// and 8% in splits of `k`: RESULTS run 31).
 macro_rules! llama_1b {
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = fused $norms:tt) => {
-        llama_1b!(@tiles (16, 128, 16, 128, 1, 2048, 8192) $name, B = $b, S = $s, attention = $kind $args, norms = fused $norms);
-    };
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = tasks $norms:tt) => {
-        llama_1b!(@tiles (16, 128, 16, 128, 1, 2048, 8192) $name, B = $b, S = $s, attention = $kind $args, norms = tasks $norms);
-    };
-    (@tiles ($no:literal, $ot:literal, $nd:literal, $dt:literal, $kp:literal, $ko:literal, $kd:literal) $name:ident, B = $b:literal, S = $s:literal,
-     attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
-        decode_step!(
-            $name,
-            B = $b,
-            HD = 2048,
-            NKV = 8,
-            G = 4,
-            D = 64,
-            V = 128256,
-            S = $s,
-            NQ = 24,
-            QT = 128,
-            RT = 16,
-            NO = $no,
-            OT = $ot,
-            NM = 64,
-            MT = 128,
-            ND = $nd,
-            DT = $dt,
-            KP = $kp,
-            KO = $ko,
-            KD = $kd,
-            NV = 256,
-            VT = 501,
-            eps = 0.00001,
-            rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
-            scale = 0.125,
-            attention = $kind $args,
-            norms = $($norms)+
+    ($name:ident, $($call:tt)*) => {
+        stamp!(
+            config = (HD = 2048, NKV = 8, G = 4, D = 64, V = 128256, NQ = 24, QT = 128, RT = 16, NM = 64, MT = 128,
+                   NV = 256, VT = 501, rope = (500000.0, 32.0, 1.0, 4.0, 8192.0), scale = 0.125),
+            whole = (16, 128, 16, 128, 1, 2048, 8192),
+            split = none,
+            $name, $($call)*
         );
     };
 }
 
 /// Stamps llama-3.1-8b's megakernel for a batch size (the 1B's tiling, twice the rows;
-/// with `norms = tasks(..)` 32 tiles of 128 rows times 4 splits of `k` for the output and
-/// down projections).
+/// with `norms = reducing(..)` 32 tiles of 128 rows times 4 splits of `k` for the output
+/// and down projections).
 macro_rules! llama_8b {
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = fused $norms:tt) => {
-        llama_8b!(@tiles (32, 128, 32, 128, 1, 4096, 14336) $name, B = $b, S = $s, attention = $kind $args, norms = fused $norms);
-    };
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = tasks $norms:tt) => {
-        llama_8b!(@tiles (32, 128, 32, 128, 1, 4096, 14336) $name, B = $b, S = $s, attention = $kind $args, norms = tasks $norms);
-    };
-    ($name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = reducing $norms:tt) => {
-        llama_8b!(@tiles (128, 32, 128, 32, 4, 1024, 3584) $name, B = $b, S = $s, attention = $kind $args, norms = reducing $norms);
-    };
-    (@tiles ($no:literal, $ot:literal, $nd:literal, $dt:literal, $kp:literal, $ko:literal, $kd:literal) $name:ident, B = $b:literal, S = $s:literal,
-     attention = $kind:ident $args:tt, norms = $($norms:tt)+) => {
-        decode_step!(
-            $name,
-            B = $b,
-            HD = 4096,
-            NKV = 8,
-            G = 4,
-            D = 128,
-            V = 128256,
-            S = $s,
-            NQ = 48,
-            QT = 128,
-            RT = 16,
-            NO = $no,
-            OT = $ot,
-            NM = 112,
-            MT = 128,
-            ND = $nd,
-            DT = $dt,
-            KP = $kp,
-            KO = $ko,
-            KD = $kd,
-            NV = 256,
-            VT = 501,
-            eps = 0.00001,
-            rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
-            scale = 0.08838834764831845,
-            attention = $kind $args,
-            norms = $($norms)+
+    ($name:ident, $($call:tt)*) => {
+        stamp!(
+            config = (HD = 4096, NKV = 8, G = 4, D = 128, V = 128256, NQ = 48, QT = 128, RT = 16, NM = 112, MT = 128,
+                   NV = 256, VT = 501, rope = (500000.0, 8.0, 1.0, 4.0, 8192.0), scale = 0.08838834764831845),
+            whole = (32, 128, 32, 128, 1, 4096, 14336),
+            split = (128, 32, 128, 32, 4, 1024, 3584),
+            $name, $($call)*
         );
     };
 }

@@ -904,7 +904,7 @@ __device__ __forceinline__ void matvec_mma(const et::bf16* const (&w)[NW], const
     // one; RESULTS run 15). The ring keeps four there (run 20).
     constexpr int U = NBM > 2 ? (ET_GEMV_MMA_U + 3) / 4 : ET_GEMV_MMA_U;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    const int g = lane >> 2, t = lane & 3;
+    const int g = lane >> 2;
     const MatvecPlan p = matvec_plan(N, K, B, NW);
     const int groups = (N + 15) / 16;
 #pragma unroll 1

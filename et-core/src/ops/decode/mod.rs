@@ -45,7 +45,7 @@ pub use lookup::{embed, next_positions};
 pub use merge_gemv::attention_merge_matvec_residual;
 pub use norm::{rms_norm, rms_norm_residual, rms_norm_split_residual};
 pub use norm_gemv::{rms_norm_matvec, rms_norm_matvec_silu};
-pub use rope::{kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos, rope_table};
+pub use rope::{ROPE_TABLE_FLOATS, kv_append, llama3_inv_freq, rope_llama3, rope_sin_cos, rope_table};
 
 /// The CUDA helpers every decode op's text starts with (each op's text is compiled in a
 /// namespace of its own, so each carries its copy; unused copies cost NVRTC nothing

@@ -280,6 +280,40 @@ attention_kernel!(
     0.08838834764831845
 );
 
+macro_rules! rope_kernel {
+    ($name:ident, $d:literal, $sb:literal, $g:literal) => {
+        /// RoPE and the KV append over blocks of sequences, each at its own position, then
+        /// a second task per block that appends after an event: head dim, sequences a task,
+        /// query heads a sequence:
+        #[doc = stringify!($d, $sb, $g)]
+        #[megakernel(dims(D = $d, SB = $sb, G = $g, L = 40))]
+        pub fn $name(
+            q: &mut Tensor<bf16, { [NB * SB * G, D] }>,
+            k: &mut Tensor<bf16, { [NB * SB, D] }>,
+            v: &Tensor<bf16, { [NB * SB, D] }>,
+            pos: &Tensor<i32, { [NB * SB] }>,
+            kc: &mut Tensor<bf16, { [NB * SB, L, D] }>,
+            vc: &mut Tensor<bf16, { [NB * SB, L, D] }>,
+        ) {
+            let roped = event!([NB]);
+            tile!(rope[s] in [NB] {
+                rope_llama3(q.tile([s, 0], [SB * G, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+                rope_llama3(k.tile([s, 0], [SB, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+                signal!(roped[s]);
+            });
+            tile!(append[s] in [NB] {
+                wait!(roped[s]);
+                kv_append(k.tile([s, 0], [SB, D]), pos.tile([s], [SB]), kc.tile([s, 0, 0], [SB, L, D]));
+                kv_append(v.tile([s, 0], [SB, D]), pos.tile([s], [SB]), vc.tile([s, 0, 0], [SB, L, D]));
+            });
+        }
+    };
+}
+// 16-byte pieces (half of 128 is a multiple of 8), 3 sequences of 4 heads a task
+rope_kernel!(decode_rope_d128, 128, 3, 4);
+// element by element (half of 72 is 36), one sequence of 8 heads a task
+rope_kernel!(decode_rope_d72, 72, 1, 8);
+
 /// The vocabulary of the argmax: Llama 3's 128256, in 32 chunks of 4008.
 pub const VOCAB: usize = 128256;
 
@@ -739,6 +773,55 @@ pub fn check_misc<B: Backend>(
     }
 }
 
+/// Runs a RoPE + append kernel (`d` 128 or 72) over `blocks` tasks on `backend` and on the
+/// CPU in order, and compares q, k and both caches. Positions vary per sequence and include
+/// the cache's last (39), one past it and -1 (nothing appended; RoPE still turns the heads)
+/// and 32767.
+pub fn check_rope<B: Backend>(
+    backend: &B,
+    d: usize,
+    blocks: usize,
+    seed: u64,
+    schedule: ScheduleKind,
+    chaos: Option<u64>,
+    tol: f64,
+) {
+    let (sb, g, l) = if d == 128 { (3, 4, 40) } else { (1, 8, 40) };
+    let n = blocks * sb;
+    let q = Tensor::<bf16>::random(&[n * g, d], seed);
+    let k = Tensor::<bf16>::random(&[n, d], seed + 1);
+    let v = Tensor::<bf16>::random(&[n, d], seed + 2);
+    let kc = Tensor::<bf16>::random(&[n, l, d], seed + 3);
+    let vc = Tensor::<bf16>::random(&[n, l, d], seed + 4);
+    let special = [39, 40, -1, 32767, 0];
+    let pos: Vec<i32> =
+        (0..n).map(|s| if s < special.len() { special[s] } else { ((s * 7 + seed as usize) % 40) as i32 }).collect();
+    let pos = Tensor::from_vec(&[n], pos).unwrap();
+    let on = |o: &LaunchOptions, cpu: bool| -> Vec<Tensor<f32>> {
+        macro_rules! go {
+            ($be:expr) => {{
+                let be = $be;
+                let (mut dq, mut dk, dv, dp) =
+                    (be.upload(&q).unwrap(), be.upload(&k).unwrap(), be.upload(&v).unwrap(), be.upload(&pos).unwrap());
+                let (mut dkc, mut dvc) = (be.upload(&kc).unwrap(), be.upload(&vc).unwrap());
+                match d {
+                    128 => decode_rope_d128::launch_with(be, o, &mut dq, &mut dk, &dv, &dp, &mut dkc, &mut dvc),
+                    72 => decode_rope_d72::launch_with(be, o, &mut dq, &mut dk, &dv, &dp, &mut dkc, &mut dvc),
+                    _ => panic!("no rope kernel for head dim {d}"),
+                }
+                .unwrap();
+                [&dq, &dk, &dkc, &dvc].map(|t| be.download(t).unwrap().to_f32()).to_vec()
+            }};
+        }
+        if cpu { go!(&Cpu::new()) } else { go!(backend) }
+    };
+    let want = on(&opts(ScheduleKind::Static, None), true);
+    let got = on(&opts(schedule, chaos), false);
+    for (k, what) in ["q", "k", "k cache", "v cache"].iter().enumerate() {
+        close(&format!("rope d {d}, {blocks} tasks: {what}"), &got[k], &want[k], tol);
+    }
+}
+
 #[allow(dead_code)]
 fn main() {
     let cpu = Cpu::new();
@@ -754,6 +837,8 @@ fn main() {
             check_misc(&cpu, 1, 50, schedule, chaos, 0.0);
             check_misc(&cpu, 5, 52, schedule, chaos, 0.0);
             check_misc(&cpu, 16, 51, schedule, chaos, 0.0);
+            check_rope(&cpu, 128, 4, 60 + k as u64, schedule, chaos, 0.0);
+            check_rope(&cpu, 72, 6, 61 + k as u64, schedule, chaos, 0.0);
         }
     }
 }
