@@ -1,24 +1,27 @@
 #!/bin/bash
-# prepared in session 32 (no device was lent): the first call of the next session.
-# GPU tests of the blocked RoPE + append (gpu_ops: rope over blocks of sequences, and the
-# attention kernels that rope one sequence a task), the other et-device GPU tests; then
-# ops_bench rope (both resident forms, standalone B = 1 and 16) with 4 pieces in flight
-# (the default) against 2 and 8 (ET_ROPE_PIECES), and the copy bandwidth.
-# Pack first: scripts/pack-gpu -p et-device -p et-benches, trim, tar (see run41-call1.sh).
+# session 32, call 1: GPU tests of the blocked RoPE + append (gpu_ops: rope over blocks of
+# sequences, and the attention kernels that rope one sequence a task); ops_bench rope
+# (both resident forms, standalone B = 1 and 16) with 4 pieces in flight (the default)
+# against 2 and 8 (ET_ROPE_PIECES), and the copy bandwidth; then the other et-device GPU
+# tests. Packed with scripts/pack-gpu -p et-device -p et-benches, trimmed, tarred.
 G=.gpu
 tar xJf $G/pack.tar.xz -C $G
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/tests.txt 2>&1
 export ET_CACHE_DIR=/tmp/et-cache
 t0=$(date +%s)
 stamp() { echo "rc $1 $(( $(date +%s) - t0 ))s"; }
-for p in gpu_ops gpu gpu_dynamic conditional_producers prefetch symbolic_extents gpu_copies gpu_fault; do
-  for t in $G/tests/$p-*; do
-    echo "=== $(basename $t)" >> $OUT/tests.txt
-    timeout 200 $t --include-ignored --test-threads=1 >> $OUT/tests.txt 2>&1; stamp $? >> $OUT/tests.txt
+tests() {
+  for p in "$@"; do
+    for t in $G/tests/$p-*; do
+      echo "=== $(basename $t)" >> $OUT/tests.txt
+      timeout 300 $t --include-ignored --test-threads=1 >> $OUT/tests.txt 2>&1; stamp $? >> $OUT/tests.txt
+    done
   done
-done
+}
+tests gpu_ops
 timeout 60 $G/bin/ops_bench --only bw > $OUT/rope.txt 2>&1; stamp $? >> $OUT/rope.txt
 for v in 4 2 8 4; do
   echo "=== ET_ROPE_PIECES=$v" >> $OUT/rope.txt
   ET_NVRTC_OPTIONS=-DET_ROPE_PIECES=$v timeout 120 $G/bin/ops_bench --only rope >> $OUT/rope.txt 2>&1; stamp $? >> $OUT/rope.txt
 done
+tests gpu gpu_dynamic conditional_producers prefetch symbolic_extents gpu_copies gpu_fault
