@@ -307,7 +307,8 @@ fn collect_dims(m: &Megakernel, args: &Args, spans: &mut Spans, errors: &mut Err
     dims
 }
 
-fn idents(e: &Expr) -> Vec<Ident> {
+/// The identifiers of an extent expression (its dims).
+pub(crate) fn idents(e: &Expr) -> Vec<Ident> {
     match e {
         Expr::Path(p) => p.path.get_ident().cloned().into_iter().collect(),
         Expr::Binary(b) => {

@@ -47,7 +47,7 @@ pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
     );
     let args = crate::attr::parse(attr, &mut errors);
     let before_parse = errors.count();
-    let model = match crate::parse::megakernel(item, &mut errors) {
+    let model = match crate::parse::megakernel(item.clone(), &mut errors) {
         Ok(m) => m,
         Err(e) => {
             errors.push(e);
@@ -57,10 +57,60 @@ pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
     // a parameter or statement that did not parse leaves names undefined: analysing
     // what is left would only add follow-on errors
     let parsed_cleanly = errors.count() == before_parse;
+    // the item's nesting is checked by now: walking its tokens is safe
+    check_dims_named(&args, &model, &item, &mut errors);
     let analyzed = if parsed_cleanly { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
     match analyzed {
         Some(analyzed) if errors.is_empty() => Checked::Ok { args, model, analyzed: Box::new(analyzed) },
         _ => Checked::Failed { args, model: Some(model), errors: errors.into_error() },
+    }
+}
+
+/// Rule: a dim fixed in `dims(..)` that the function never names, where a parameter's
+/// shape names the same word in another case, is a misspelling (`dims(n = 4)` for `N`), which
+/// would leave the intended dim unbounded without a word. Other unnamed fixed dims are
+/// accepted: a `macro_rules!` that stamps several megakernels from one config passes
+/// dims that only some of them use. (An unnamed bounded dim, `n <= 4`, already fails the
+/// graph's rule that a shape determines every symbolic dim.)
+fn check_dims_named(args: &Args, model: &Megakernel, item: &TokenStream, errors: &mut Errors) {
+    let mut named = std::collections::HashSet::new();
+    collect_idents(item.clone(), &mut named);
+    let in_shapes: std::collections::HashSet<String> =
+        model.params.iter().flat_map(|p| &p.shape).flat_map(crate::analyze::idents).map(|i| i.to_string()).collect();
+    for dim in args.dims.iter().filter(|d| matches!(d.value, crate::attr::DimValue::Static(_))) {
+        let name = dim.name.to_string();
+        if named.contains(&name) {
+            continue;
+        }
+        let given = |n: &String| args.dims.iter().any(|d| d.name == n.as_str());
+        let mut other: Vec<&String> = in_shapes.iter().filter(|n| n.eq_ignore_ascii_case(&name) && !given(n)).collect();
+        other.sort();
+        if let Some(meant) = other.first() {
+            errors.error(
+                dim.name.span(),
+                format!(
+                    "dim `{name}` is given in `dims(..)` but the megakernel never names it, and the shapes' \
+                     `{meant}` is not given a value: did you mean `{meant}`?"
+                ),
+            );
+        }
+    }
+}
+
+/// Every identifier in `tokens`, at any depth of groups (a loop with a stack of groups).
+fn collect_idents(tokens: TokenStream, out: &mut std::collections::HashSet<String>) {
+    let mut stack = vec![tokens.into_iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            Some(proc_macro2::TokenTree::Ident(i)) => {
+                out.insert(i.to_string());
+            }
+            Some(proc_macro2::TokenTree::Group(g)) => stack.push(g.stream().into_iter()),
+            Some(_) => {}
+            None => {
+                stack.pop();
+            }
+        }
     }
 }
 
