@@ -198,6 +198,42 @@ __device__ __forceinline__ void norm_scale_row(const et::bf16* row, long long rs
         }
     }
 }
+// The second pass of a norm's row when this thread's pieces of it are still in registers
+// (`v`, from `first` every `step` elements: the first pass held them all in one batch),
+// so only the weights are read again. A re-read of the row from L1/L2 waited a memory
+// latency per batch after the barrier of the sum. `-DET_NORM_NO_KEEP` re-reads, for
+// measurements.
+template <int P, class W>
+__device__ __forceinline__ void norm_scale_kept(const uint4 (&v)[P], const W& w, float inv, et::bf16* out, long long os,
+                                                int first, int step, int D, bool vec) {
+    uint4 g[P];
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+        const int k = first + u * step;
+        g[u] = k < D ? load8<true>(w.ptr, k, D, w.stride[0], vec) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+        const int k = first + u * step;
+        if (k >= D) break;
+        float f[8], h[8];
+        unpack8(v[u], f);
+        unpack8(g[u], h);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * h[i];
+        store8(out, k, D, os, vec, pack8(f));
+    }
+}
+// Whether a thread's pieces of a `D`-element row (from `first`, every `step`) are all in one
+// batch of P, so that the second pass can take them from registers (`norm_scale_kept`).
+template <int P>
+__device__ __forceinline__ bool norm_row_kept(int first, int step, int D) {
+#ifdef ET_NORM_NO_KEEP
+    return false;
+#else
+    return first + P * step >= D;
+#endif
+}
 // Block-wide sum for every thread (uses `red`, 32 floats of shared memory; ends with a barrier).
 __device__ __forceinline__ float block_sum(float v, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;

@@ -38,14 +38,15 @@ __device__ __forceinline__ void rms_norm_rows(const X& x, const W& w, float eps,
     const int warp = threadIdx.x >> 5, group = warp / per, step = per * 256;
     const int first = ((warp - group * per) * 32 + (threadIdx.x & 31)) * 8;
     const uint4 zero = make_uint4(0, 0, 0, 0);
+    const bool kept = norm_row_kept<P>(first, step, D);
     for (int b0 = 0; b0 < B; b0 += rows) {
         const int b = b0 + group;
         const bool mine = group < rows && b < B;
         const et::bf16* row = x.ptr + (long long)b * x.stride[0];
         et::bf16* out = y.ptr + (long long)b * y.stride[0];
         float ss = 0.0f;
+        uint4 v[P];
         for (int k0 = first; mine && k0 < D; k0 += P * step) {
-            uint4 v[P];
 #pragma unroll
             for (int u = 0; u < P; ++u)
                 v[u] = k0 + u * step < D ? load8<false>(row, k0 + u * step, D, x.stride[1], vec) : zero;
@@ -58,7 +59,8 @@ __device__ __forceinline__ void rms_norm_rows(const X& x, const W& w, float eps,
             }
         }
         const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
-        if (mine) norm_scale_row<P>(row, x.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
+        if (mine && kept) norm_scale_kept<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
+        else if (mine) norm_scale_row<P>(row, x.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
     }
 }
 
@@ -101,6 +103,7 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
     const int warp = threadIdx.x >> 5, group = warp / per, step = per * 256;
     const int first = ((warp - group * per) * 32 + (threadIdx.x & 31)) * 8;
     const uint4 zero = make_uint4(0, 0, 0, 0);
+    const bool kept = norm_row_kept<P>(first, step, D);
     for (int b0 = 0; b0 < B; b0 += rows) {
         const int b = b0 + group;
         const bool mine = group < rows && b < B;
@@ -108,8 +111,9 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
         const et::bf16* rrow = r.ptr + (long long)b * r.stride[0];
         et::bf16* out = y.ptr + (long long)b * y.stride[0];
         float ss = 0.0f;
+        uint4 v[P];
         for (int k0 = first; mine && k0 < D; k0 += P * step) {
-            uint4 v[P], q[P];
+            uint4 q[P];
 #pragma unroll
             for (int u = 0; u < P; ++u) {
                 const int k = k0 + u * step;
@@ -128,12 +132,14 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
                 for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + g[i]));
 #pragma unroll
                 for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-                store8(hrow, k, D, h.stride[1], vec, pack8(f));
+                v[u] = pack8(f);
+                store8(hrow, k, D, h.stride[1], vec, v[u]);
             }
         }
-        // the second pass reads back only what this thread wrote in the first
+        // the second pass reads back only what this thread wrote in the first (or keeps it)
         const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
-        if (mine) norm_scale_row<P>(hrow, h.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
+        if (mine && kept) norm_scale_kept<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
+        else if (mine) norm_scale_row<P>(hrow, h.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
     }
 }
 
