@@ -171,50 +171,23 @@ __device__ __forceinline__ float group_sum(float v, float* red, int per) {
 #ifndef ET_NORM_PIECES
 #define ET_NORM_PIECES 8
 #endif
-// The second pass of a norm's row: `out[k] = row[k] · inv · w[k]` for this thread's pieces
-// (from `first`, every `step` elements), P pieces' loads in flight before any is used.
+// The second pass over one batch of a thread's pieces of a norm's row (`v`, from `k0`,
+// every `step` elements): `out[k] = v · inv · w[k]`, the P weight loads in flight before
+// any is used. The first pass's registers where they held the thread's whole row
+// (`norm_row_kept`: a re-read waited a memory latency a batch after the sum's barrier),
+// else `norm_scale_row`'s re-read.
 template <int P, class W>
-__device__ __forceinline__ void norm_scale_row(const et::bf16* row, long long rs, const W& w, float inv, et::bf16* out,
-                                               long long os, int first, int step, int D, bool vec) {
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    for (int k0 = first; k0 < D; k0 += P * step) {
-        uint4 v[P], g[P];
-#pragma unroll
-        for (int u = 0; u < P; ++u) {
-            const int k = k0 + u * step;
-            v[u] = k < D ? load8<false>(row, k, D, rs, vec) : zero;
-            g[u] = k < D ? load8<true>(w.ptr, k, D, w.stride[0], vec) : zero;
-        }
-#pragma unroll
-        for (int u = 0; u < P; ++u) {
-            const int k = k0 + u * step;
-            if (k >= D) break;
-            float f[8], h[8];
-            unpack8(v[u], f);
-            unpack8(g[u], h);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * h[i];
-            store8(out, k, D, os, vec, pack8(f));
-        }
-    }
-}
-// The second pass of a norm's row when this thread's pieces of it are still in registers
-// (`v`, from `first` every `step` elements: the first pass held them all in one batch),
-// so only the weights are read again. A re-read of the row from L1/L2 waited a memory
-// latency per batch after the barrier of the sum. `-DET_NORM_NO_KEEP` re-reads, for
-// measurements.
-template <int P, class W>
-__device__ __forceinline__ void norm_scale_kept(const uint4 (&v)[P], const W& w, float inv, et::bf16* out, long long os,
-                                                int first, int step, int D, bool vec) {
+__device__ __forceinline__ void norm_scale_batch(const uint4 (&v)[P], const W& w, float inv, et::bf16* out,
+                                                 long long os, int k0, int step, int D, bool vec) {
     uint4 g[P];
 #pragma unroll
     for (int u = 0; u < P; ++u) {
-        const int k = first + u * step;
+        const int k = k0 + u * step;
         g[u] = k < D ? load8<true>(w.ptr, k, D, w.stride[0], vec) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < P; ++u) {
-        const int k = first + u * step;
+        const int k = k0 + u * step;
         if (k >= D) break;
         float f[8], h[8];
         unpack8(v[u], f);
@@ -224,8 +197,22 @@ __device__ __forceinline__ void norm_scale_kept(const uint4 (&v)[P], const W& w,
         store8(out, k, D, os, vec, pack8(f));
     }
 }
+// The second pass of a norm's row read again: `out[k] = row[k] · inv · w[k]` for this
+// thread's pieces (from `first`, every `step` elements), P pieces at a time.
+template <int P, class W>
+__device__ __forceinline__ void norm_scale_row(const et::bf16* row, long long rs, const W& w, float inv, et::bf16* out,
+                                               long long os, int first, int step, int D, bool vec) {
+    for (int k0 = first; k0 < D; k0 += P * step) {
+        uint4 v[P];
+#pragma unroll
+        for (int u = 0; u < P; ++u)
+            v[u] = k0 + u * step < D ? load8<false>(row, k0 + u * step, D, rs, vec) : make_uint4(0, 0, 0, 0);
+        norm_scale_batch<P>(v, w, inv, out, os, k0, step, D, vec);
+    }
+}
 // Whether a thread's pieces of a `D`-element row (from `first`, every `step`) are all in one
-// batch of P, so that the second pass can take them from registers (`norm_scale_kept`).
+// batch of P, so that the second pass can take them from registers (`norm_scale_batch`).
+// `-DET_NORM_NO_KEEP` re-reads them, for measurements.
 template <int P>
 __device__ __forceinline__ bool norm_row_kept(int first, int step, int D) {
 #ifdef ET_NORM_NO_KEEP

@@ -5,7 +5,7 @@
 //! thread takes 8 consecutive elements per piece (a 16-byte load where the row allows) and
 //! loads `ET_NORM_PIECES` pieces before it uses one; the sum of squares is a reduction over
 //! the row's warps. The second pass takes a thread's pieces from its registers where the
-//! first pass held them all in one batch (`norm_scale_kept`), and otherwise re-reads them
+//! first pass held them all in one batch (`norm_row_kept`), and otherwise re-reads them
 //! from L1/L2 with the same thread-to-element map. A tile of one row (by its type, or at run time) keeps one piece
 //! a thread, the loop of the Llama step's per-row norms. (The fused norm GEMVs,
 //! [`super::rms_norm_matvec`], normalize the rows of a batch side by side in their own
@@ -60,7 +60,7 @@ __device__ __forceinline__ void rms_norm_rows(const X& x, const W& w, float eps,
             }
         }
         const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
-        if (mine && kept) norm_scale_kept<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
+        if (mine && kept) norm_scale_batch<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
         else if (mine) norm_scale_row<P>(row, x.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
     }
 }
@@ -139,7 +139,7 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
         }
         // the second pass reads back only what this thread wrote in the first (or keeps it)
         const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
-        if (mine && kept) norm_scale_kept<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
+        if (mine && kept) norm_scale_batch<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
         else if (mine) norm_scale_row<P>(hrow, h.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
     }
 }
