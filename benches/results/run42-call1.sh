@@ -21,16 +21,18 @@ tests() {
   done
 }
 tests gpu_ops
+echo "=== gpu_ops with ET_NVRTC_OPTIONS=-DET_NORM_KEEP" >> $OUT/tests.txt
+ET_NVRTC_OPTIONS=-DET_NORM_KEEP timeout 300 $G/tests/gpu_ops-* --include-ignored --test-threads=1 embedding_norms >> $OUT/tests.txt 2>&1; stamp $? >> $OUT/tests.txt
 timeout 60 $G/bin/ops_bench --only bw > $OUT/rope.txt 2>&1; stamp $? >> $OUT/rope.txt
 for v in 4 2 8; do
   echo "=== ET_ROPE_PIECES=$v" >> $OUT/rope.txt
   ET_NVRTC_OPTIONS=-DET_ROPE_PIECES=$v timeout 120 $G/bin/ops_bench --only rope >> $OUT/rope.txt 2>&1; stamp $? >> $OUT/rope.txt
 done
-for v in "" "-DET_NORM_NO_KEEP" "-DET_NORM_PIECES=16" "-DET_NORM_PIECES=16 -DET_NORM_NO_KEEP"; do
+for v in "" "-DET_NORM_KEEP" "-DET_NORM_PIECES=16 -DET_NORM_KEEP" "-DET_NORM_PIECES=16"; do
   echo "=== norm ET_NVRTC_OPTIONS='$v'" >> $OUT/norm.txt
   ET_NVRTC_OPTIONS="$v" timeout 90 $G/bin/ops_bench --only norm >> $OUT/norm.txt 2>&1; stamp $? >> $OUT/norm.txt
 done
-for v in "" "-DET_NORM_NO_KEEP"; do
+for v in "" "-DET_NORM_KEEP"; do
   echo "=== steps ET_NVRTC_OPTIONS='$v'" >> $OUT/steps.txt
   ET_NVRTC_OPTIONS="$v" timeout 120 $G/bin/llama_bench --configs llama-3.2-1b --batch 32,64 --kv 1024 --schedules static --no-first-token --steps 30 >> $OUT/steps.txt 2>&1; stamp $? >> $OUT/steps.txt
 done

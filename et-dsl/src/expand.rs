@@ -58,7 +58,7 @@ pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
     // what is left would only add follow-on errors
     let parsed_cleanly = errors.count() == before_parse;
     // the item's nesting is checked by now: walking its tokens is safe
-    check_dims_named(&args, &model, &item, &mut errors);
+    check_dims_named(&args, &model, item, &mut errors);
     let analyzed = if parsed_cleanly { crate::analyze::analyze(&model, &args, &mut errors) } else { None };
     match analyzed {
         Some(analyzed) if errors.is_empty() => Checked::Ok { args, model, analyzed: Box::new(analyzed) },
@@ -72,9 +72,9 @@ pub(crate) fn check(attr: TokenStream, item: TokenStream) -> Checked {
 /// accepted: a `macro_rules!` that stamps several megakernels from one config passes
 /// dims that only some of them use. (An unnamed bounded dim, `n <= 4`, already fails the
 /// graph's rule that a shape determines every symbolic dim.)
-fn check_dims_named(args: &Args, model: &Megakernel, item: &TokenStream, errors: &mut Errors) {
+fn check_dims_named(args: &Args, model: &Megakernel, item: TokenStream, errors: &mut Errors) {
     let mut named = std::collections::HashSet::new();
-    collect_idents(item.clone(), &mut named);
+    collect_idents(item, &mut named);
     let in_shapes: std::collections::HashSet<String> =
         model.params.iter().flat_map(|p| &p.shape).flat_map(crate::analyze::idents).map(|i| i.to_string()).collect();
     for dim in args.dims.iter().filter(|d| matches!(d.value, crate::attr::DimValue::Static(_))) {

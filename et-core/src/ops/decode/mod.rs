@@ -212,13 +212,14 @@ __device__ __forceinline__ void norm_scale_row(const et::bf16* row, long long rs
 }
 // Whether a thread's pieces of a `D`-element row (from `first`, every `step`) are all in one
 // batch of P, so that the second pass can take them from registers (`norm_scale_batch`).
-// `-DET_NORM_NO_KEEP` re-reads them, for measurements.
+// Opt-in (`-DET_NORM_KEEP`) until a GPU run has checked and timed it (RESULTS, predictions
+// for run 42); by default the second pass re-reads, as measured in run 41.
 template <int P>
 __device__ __forceinline__ bool norm_row_kept(int first, int step, int D) {
-#ifdef ET_NORM_NO_KEEP
-    return false;
-#else
+#ifdef ET_NORM_KEEP
     return first + P * step >= D;
+#else
+    return false;
 #endif
 }
 // Block-wide sum for every thread (uses `red`, 32 floats of shared memory; ends with a barrier).

@@ -4,10 +4,11 @@
 //! whole CTA on a single row), so that every row's loads are in flight together. Each
 //! thread takes 8 consecutive elements per piece (a 16-byte load where the row allows) and
 //! loads `ET_NORM_PIECES` pieces before it uses one; the sum of squares is a reduction over
-//! the row's warps. The second pass takes a thread's pieces from its registers where the
-//! first pass held them all in one batch (`norm_row_kept`), and otherwise re-reads them
-//! from L1/L2 with the same thread-to-element map. A tile of one row (by its type, or at run time) keeps one piece
-//! a thread, the loop of the Llama step's per-row norms. (The fused norm GEMVs,
+//! the row's warps. The second pass re-reads a thread's pieces from L1/L2 with the same
+//! thread-to-element map, or, with `-DET_NORM_KEEP` (not yet run on a GPU), takes them from
+//! its registers where the first pass held them all in one batch (`norm_row_kept`). A tile
+//! of one row (by its type, or at run time) keeps one piece a thread, the loop of the
+//! Llama step's per-row norms. (The fused norm GEMVs,
 //! [`super::rms_norm_matvec`], normalize the rows of a batch side by side in their own
 //! prologue.)
 
