@@ -49,7 +49,7 @@ impl CountDecl {
     }
 }
 
-/// `tile!(name[i, j] in [D0, D1], cost = N if cond { .. })`.
+/// `tile!(name[i, j] in [D0, D1], cost = N if cond { .. })` (or `if cond, cost = N`).
 pub struct TileGroup {
     pub name: Ident,
     pub vars: Vec<Ident>,

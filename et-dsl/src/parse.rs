@@ -251,6 +251,23 @@ impl Parse for EventArgs {
     }
 }
 
+/// A tile group's optional `, cost = N` argument; `before` is one already parsed (a
+/// second is an error).
+fn tile_cost(input: ParseStream, before: Option<syn::LitInt>) -> syn::Result<Option<syn::LitInt>> {
+    if input.parse::<Option<Token![,]>>()?.is_none() {
+        return Ok(before);
+    }
+    let key: Ident = input.parse()?;
+    if key != "cost" {
+        return Err(syn::Error::new(key.span(), format!("unknown tile argument `{key}`; expected `cost = N`")));
+    }
+    if before.is_some() {
+        return Err(syn::Error::new(key.span(), "`cost` is given twice"));
+    }
+    input.parse::<Token![=]>()?;
+    Ok(Some(input.parse()?))
+}
+
 impl Parse for TileGroup {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let name: Ident = input.parse()?;
@@ -261,25 +278,22 @@ impl Parse for TileGroup {
         let content;
         bracketed!(content in input);
         let domain: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
-        let mut cost = None;
-        if input.parse::<Option<Token![,]>>()?.is_some() {
-            let key: Ident = input.parse()?;
-            if key != "cost" {
-                return Err(syn::Error::new(key.span(), format!("unknown tile argument `{key}`; expected `cost = N`")));
-            }
-            input.parse::<Token![=]>()?;
-            cost = Some(input.parse()?);
-        }
+        // `, cost = N` may come before the condition or after it
+        let mut cost = tile_cost(input, None)?;
         let condition = if input.peek(Token![if]) {
             input.parse::<Token![if]>()?;
             let mut tts = Vec::new();
-            while !input.is_empty() && !input.peek(syn::token::Brace) {
+            // a comma inside the condition sits in a bracket group: one at the top ends it
+            while !input.is_empty() && !input.peek(syn::token::Brace) && !input.peek(Token![,]) {
                 tts.push(input.parse::<proc_macro2::TokenTree>()?);
             }
             Some(condition(tts)?)
         } else {
             None
         };
+        if condition.is_some() {
+            cost = tile_cost(input, cost)?;
+        }
         let body;
         syn::braced!(body in input);
         let mut stmts = Vec::new();
@@ -515,6 +529,19 @@ mod tests {
         assert!(check_nesting(&"#[doc = \"x\"]".repeat(1000).parse().unwrap()).is_ok());
         assert!(check_nesting(&format!("fn k({many}) {{ {many} }}").parse().unwrap()).is_ok());
         assert!(megakernel(kernel_with_index("i * 2 - (i + (1 - 1)) - i"), &mut Errors::default()).is_ok());
+    }
+
+    #[test]
+    fn a_tile_cost_comes_before_or_after_the_condition() {
+        for header in ["g[e] in [E], cost = 3 if e < n[0]", "g[e] in [E] if e < n[0], cost = 3"] {
+            let group: TileGroup = syn::parse_str(&format!("{header} {{ wait!(r[0]); }}")).unwrap();
+            assert_eq!(group.cost.map(|c| c.base10_digits().to_string()).as_deref(), Some("3"), "{header}");
+            assert!(group.condition.is_some(), "{header}");
+        }
+        let twice = syn::parse_str::<TileGroup>("g[e] in [E], cost = 3 if e < n[0], cost = 2 { wait!(r[0]); }");
+        assert_eq!(twice.err().map(|e| e.to_string()).as_deref(), Some("`cost` is given twice"));
+        let unknown = syn::parse_str::<TileGroup>("g[e] in [E] if e < n[0], weight = 2 { wait!(r[0]); }");
+        assert!(unknown.err().is_some_and(|e| e.to_string().contains("unknown tile argument `weight`")));
     }
 
     #[test]

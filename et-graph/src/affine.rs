@@ -204,6 +204,67 @@ impl Affine {
         if value(&witness) >= 0 && !e.has_vars() { Ok(()) } else { Err(witness) }
     }
 
+    /// [`Affine::prove_nonnegative`] for the dims at which every expression of
+    /// `at_least_one` is at least 1: the extents of a tile domain, whose group has no task,
+    /// and so no access to bound, where one of them is 0 or less (`N - 2` is an index of
+    /// `[N - 1]`'s tasks, which exist from `N = 2`). An extent `x` with a positive
+    /// coefficient `a` on a dim that `self` has with a positive coefficient `c` bounds that
+    /// dim from below: `a · self - c · (x - 1) >= 0` proves `self >= 0` wherever `x >= 1`,
+    /// and no longer mentions the dim when `x` has no other. On failure returns a failing
+    /// assignment at which the extents are at least 1 where one dim decides it, else the
+    /// unconditional one.
+    pub fn prove_nonnegative_where(&self, dims: &[DimSpec], at_least_one: &[Affine]) -> Result<(), Vec<(u16, i64)>> {
+        let Err(witness) = self.prove_nonnegative(dims) else {
+            return Ok(());
+        };
+        let e = self.substitute_static(dims);
+        for x in at_least_one.iter().map(|x| x.substitute_static(dims)) {
+            if x.terms.iter().any(|&(t, _)| matches!(t, Term::Var(_))) {
+                continue;
+            }
+            for &(t, a) in x.terms.iter().filter(|&&(_, a)| a > 0) {
+                let Some(&(_, c)) = e.terms.iter().find(|&&(u, c)| u == t && c > 0) else {
+                    continue;
+                };
+                let traded = e
+                    .checked_scale(a)
+                    .zip(x.sub(&Affine::constant(1)).checked_scale(-c))
+                    .and_then(|(l, r)| l.checked_add(&r));
+                if traded.is_some_and(|r| r.prove_nonnegative(dims).is_ok()) {
+                    return Ok(());
+                }
+            }
+        }
+        Err(Self::witness_inside(&e, dims, at_least_one, witness))
+    }
+
+    /// The smallest value of `e`'s one symbolic dim from `witness` on at which `e` is
+    /// negative and every `at_least_one` is at least 1, or `witness` as it is (several
+    /// dims, or none found within a few thousand values).
+    fn witness_inside(
+        e: &Affine,
+        dims: &[DimSpec],
+        at_least_one: &[Affine],
+        witness: Vec<(u16, i64)>,
+    ) -> Vec<(u16, i64)> {
+        let [(d, from)] = witness[..] else {
+            return witness;
+        };
+        let max = match dims[d as usize].kind {
+            DimKind::Symbolic { max } => max.unwrap_or(i64::MAX),
+            DimKind::Static(v) => v,
+        };
+        let mut values: Vec<i64> = dims.iter().map(|s| if let DimKind::Static(v) = s.kind { v } else { 1 }).collect();
+        for v in from..=max.min(from.saturating_add(4096)) {
+            values[d as usize] = v;
+            let at = |x: &Affine| x.checked_eval(&[], &values);
+            if at(e).is_some_and(|y| y < 0) && at_least_one.iter().all(|x| at(x).is_some_and(|y| y >= 1)) {
+                return vec![(d, v)];
+            }
+        }
+        witness
+    }
+
     /// Formats with the given names for tile indices and dims.
     pub fn display<'a>(&'a self, vars: &'a [&'a str], dims: &'a [&'a str]) -> impl fmt::Display + 'a {
         DisplayAffine { e: self, vars, dims }
@@ -301,6 +362,22 @@ mod tests {
         // 4 - B >= 0 with B <= 8 first fails at B = 5
         let bounded = Affine::from_terms(4, [(Term::Dim(2), -1)]);
         assert_eq!(bounded.prove_nonnegative(&dims()), Err(vec![(2, 5)]));
+    }
+
+    #[test]
+    fn a_bound_holds_where_the_domain_has_tasks() {
+        let r = |c: i64, k: i64| Affine::from_terms(c, [(Term::Dim(0), k)]);
+        // N - 2 >= 0 wherever [N - 1] has a task (N >= 2), though not at N = 1
+        assert_eq!(r(-2, 1).prove_nonnegative(&dims()), Err(vec![(0, 1)]));
+        assert!(r(-2, 1).prove_nonnegative_where(&dims(), &[r(-1, 1)]).is_ok());
+        // a domain of [2N - 3] has tasks from N = 2 as well; a rank-2 domain's second extent
+        assert!(r(-2, 1).prove_nonnegative_where(&dims(), &[r(-3, 2)]).is_ok());
+        assert!(r(-2, 1).prove_nonnegative_where(&dims(), &[Affine::constant(4), r(-1, 1)]).is_ok());
+        // 2N - 5 fails at N = 2, the smallest size with a task (not at N = 1)
+        assert_eq!(r(-5, 2).prove_nonnegative_where(&dims(), &[r(-1, 1)]), Err(vec![(0, 2)]));
+        // a domain that does not bound the dim proves nothing more
+        assert_eq!(r(-2, 1).prove_nonnegative_where(&dims(), &[Affine::constant(3)]), Err(vec![(0, 1)]));
+        assert!(r(-2, 1).prove_nonnegative_where(&dims(), &[r(0, -1).add(&Affine::constant(9))]).is_err());
     }
 
     #[test]

@@ -573,7 +573,7 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     // it. False when it fails (and is reported).
     let lower_ok = |out: &mut Vec<Diagnostic>, g: usize, loc: Location, what: &str, shown: &str, lo: &Affine| {
         let group = &spec.groups[g];
-        let Err(w) = lo.min_over(&group.domain).prove_nonnegative(&spec.dims) else {
+        let Err(w) = lo.min_over(&group.domain).prove_nonnegative_where(&spec.dims, &group.domain) else {
             return true;
         };
         out.push(Diagnostic {
@@ -601,7 +601,8 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
         if !lower_ok(out, g, loc, what, shown, lo) {
             return;
         }
-        if let Err(w) = extent.sub(&hi_excl.max_over(&group.domain)).prove_nonnegative(&spec.dims) {
+        if let Err(w) = extent.sub(&hi_excl.max_over(&group.domain)).prove_nonnegative_where(&spec.dims, &group.domain)
+        {
             out.push(Diagnostic {
                 severity: Severity::Error,
                 location: loc,
@@ -640,9 +641,9 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                         &ev.shape[c],
                     );
                     let domain = &spec.groups[g].domain;
-                    if end.sub(start).min_over(domain).prove_nonnegative(&spec.dims).is_err() {
+                    if end.sub(start).min_over(domain).prove_nonnegative_where(&spec.dims, domain).is_err() {
                         empty_ranges.push(diag(loc, format!("range of {what} can end before it starts")));
-                    } else if start.sub(end).min_over(domain).prove_nonnegative(&spec.dims).is_ok() {
+                    } else if start.sub(end).min_over(domain).prove_nonnegative_where(&spec.dims, domain).is_ok() {
                         // `i .. i`: an access of no element is a mistake, never a dependency
                         let (does, verb) = match kind {
                             AccessKind::Wait => ("waits on", "wait"),
@@ -669,7 +670,10 @@ pub fn check_bounds(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     // a run of no positions signals nothing, and its waiters would wait
                     // forever: at least one position for every task
                     if let Some((cd, len)) = along
-                        && let Err(w) = len.sub(&one).min_over(&spec.groups[g].domain).prove_nonnegative(&spec.dims)
+                        && let Err(w) = len
+                            .sub(&one)
+                            .min_over(&spec.groups[g].domain)
+                            .prove_nonnegative_where(&spec.dims, &spec.groups[g].domain)
                     {
                         empty_ranges.push(Diagnostic {
                             severity: Severity::Error,

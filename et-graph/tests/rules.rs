@@ -303,6 +303,46 @@ fn a_range_empty_for_every_task_is_an_error() {
     assert_eq!(check(&spec), vec![]);
 }
 
+/// `p[i]` over `[N - 1]` signals `e[i]`; `last[i]` over `[N - 1]` waits on `e[N - 2]`;
+/// `fin` waits on all of `e`. At `N = 1`, `e` is empty and so are both groups' domains.
+fn empty_at_one() -> GraphSpec {
+    let n_minus = |c: i64| dim(0).add(&lit(-c));
+    graph(
+        "empty_at_one",
+        vec![symbolic("N")],
+        vec![tensor("x", DType::F32, vec![dim(0)], Access::Read)],
+        vec![event("e", vec![n_minus(1)], Count::Inferred)],
+        vec![
+            group("p", &["i"], vec![n_minus(1)], vec![], vec![at(0, vec![point(var(0))])]),
+            group("last", &["i"], vec![n_minus(1)], vec![at(0, vec![point(n_minus(2))])], vec![]),
+            group("fin", &["z"], vec![lit(1)], vec![at(0, vec![et_graph::Index::All])], vec![]),
+        ],
+    )
+}
+
+#[test]
+fn an_index_is_bounded_where_its_group_has_tasks() {
+    // `N - 2` is negative only at N = 1, where `last` has no task
+    assert_eq!(check(&empty_at_one()), vec![]);
+    // `N - 3` is negative at N = 2, where it has one: the witness is that size
+    let mut spec = empty_at_one();
+    spec.groups.to_mut()[1].waits = vec![at(0, vec![point(dim(0).add(&lit(-3)))])].into();
+    let d = check(&spec);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].message.starts_with("index 0 of event `e` can be negative"), "{d:?}");
+    assert_eq!(d[0].help.as_deref(), Some("it fails for N = 2"));
+}
+
+#[test]
+fn a_full_range_over_an_empty_axis_is_no_element() {
+    let spec = empty_at_one();
+    for n in [1, 2, 5] {
+        let res = Resolved::new(&spec, &shapes(vec![vec![n]])).unwrap_or_else(|e| panic!("N = {n}: {e}"));
+        // p and last have N - 1 tasks each, fin one
+        assert_eq!(res.n_tasks as i64, 2 * (n - 1) + 1, "N = {n}");
+    }
+}
+
 #[test]
 fn a_run_of_routing_positions_that_can_be_empty_is_an_error() {
     // p[k] signals e[idx[k .. k + len]]

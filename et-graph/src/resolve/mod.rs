@@ -221,7 +221,7 @@ impl<'g> Resolved<'g> {
                     continue;
                 }
             };
-            if lo < 0 || hi > extent || (lo >= hi && !matches!(ix, Index::Range { .. })) {
+            if lo < 0 || hi > extent || (lo >= hi && !matches!(ix, Index::Range { .. } | Index::All)) {
                 return Err(format!("coordinate {d} spans {lo}..{hi}, outside 0..{extent}"));
             }
             coords.push((lo..hi).collect());
