@@ -43,8 +43,8 @@ pub use tile::{InTensor, OutTensor, TileMut, TileRef};
 pub mod prelude {
     pub use crate::ops::*;
     pub use crate::{
-        Backend, Cpu, DType, Element, LaunchOptions, Placement, ScheduleKind, Tensor, TileMut, TileRef, bf16, event,
-        f16, megakernel, signal, tile, wait,
+        Backend, Cpu, DType, Deferral, Element, Error, LaunchOptions, Placement, ScheduleKind, Tensor, TileMut,
+        TileRef, bf16, event, f16, megakernel, signal, tile, wait,
     };
 }
 
