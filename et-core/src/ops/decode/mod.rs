@@ -171,56 +171,32 @@ __device__ __forceinline__ float group_sum(float v, float* red, int per) {
 #ifndef ET_NORM_PIECES
 #define ET_NORM_PIECES 8
 #endif
-// The second pass over one batch of a thread's pieces of a norm's row (`v`, from `k0`,
-// every `step` elements): `out[k] = v · inv · w[k]`, the P weight loads in flight before
-// any is used. The first pass's registers where they held the thread's whole row
-// (`norm_row_kept`: a re-read waited a memory latency a batch after the sum's barrier),
-// else `norm_scale_row`'s re-read.
-template <int P, class W>
-__device__ __forceinline__ void norm_scale_batch(const uint4 (&v)[P], const W& w, float inv, et::bf16* out,
-                                                 long long os, int k0, int step, int D, bool vec) {
-    uint4 g[P];
-#pragma unroll
-    for (int u = 0; u < P; ++u) {
-        const int k = k0 + u * step;
-        g[u] = k < D ? load8<true>(w.ptr, k, D, w.stride[0], vec) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < P; ++u) {
-        const int k = k0 + u * step;
-        if (k >= D) break;
-        float f[8], h[8];
-        unpack8(v[u], f);
-        unpack8(g[u], h);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * h[i];
-        store8(out, k, D, os, vec, pack8(f));
-    }
-}
-// The second pass of a norm's row read again: `out[k] = row[k] · inv · w[k]` for this
-// thread's pieces (from `first`, every `step` elements), P pieces at a time.
+// The second pass of a norm's row: `out[k] = row[k] · inv · w[k]` for this thread's pieces
+// (from `first`, every `step` elements), P pieces' loads in flight before any is used.
 template <int P, class W>
 __device__ __forceinline__ void norm_scale_row(const et::bf16* row, long long rs, const W& w, float inv, et::bf16* out,
                                                long long os, int first, int step, int D, bool vec) {
+    const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int k0 = first; k0 < D; k0 += P * step) {
-        uint4 v[P];
+        uint4 v[P], g[P];
 #pragma unroll
-        for (int u = 0; u < P; ++u)
-            v[u] = k0 + u * step < D ? load8<false>(row, k0 + u * step, D, rs, vec) : make_uint4(0, 0, 0, 0);
-        norm_scale_batch<P>(v, w, inv, out, os, k0, step, D, vec);
+        for (int u = 0; u < P; ++u) {
+            const int k = k0 + u * step;
+            v[u] = k < D ? load8<false>(row, k, D, rs, vec) : zero;
+            g[u] = k < D ? load8<true>(w.ptr, k, D, w.stride[0], vec) : zero;
+        }
+#pragma unroll
+        for (int u = 0; u < P; ++u) {
+            const int k = k0 + u * step;
+            if (k >= D) break;
+            float f[8], h[8];
+            unpack8(v[u], f);
+            unpack8(g[u], h);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * h[i];
+            store8(out, k, D, os, vec, pack8(f));
+        }
     }
-}
-// Whether a thread's pieces of a `D`-element row (from `first`, every `step`) are all in one
-// batch of P, so that the second pass can take them from registers (`norm_scale_batch`).
-// Opt-in (`-DET_NORM_KEEP`) until a GPU run has checked and timed it (RESULTS, predictions
-// for run 42); by default the second pass re-reads, as measured in run 41.
-template <int P>
-__device__ __forceinline__ bool norm_row_kept(int first, int step, int D) {
-#ifdef ET_NORM_KEEP
-    return first + P * step >= D;
-#else
-    return false;
-#endif
 }
 // Block-wide sum for every thread (uses `red`, 32 floats of shared memory; ends with a barrier).
 __device__ __forceinline__ float block_sum(float v, float* red) {

@@ -4,11 +4,9 @@
 //! whole CTA on a single row), so that every row's loads are in flight together. Each
 //! thread takes 8 consecutive elements per piece (a 16-byte load where the row allows) and
 //! loads `ET_NORM_PIECES` pieces before it uses one; the sum of squares is a reduction over
-//! the row's warps. The second pass re-reads a thread's pieces from L1/L2 with the same
-//! thread-to-element map, or, with `-DET_NORM_KEEP` (not yet run on a GPU), takes them from
-//! its registers where the first pass held them all in one batch (`norm_row_kept`). A tile
-//! of one row (by its type, or at run time) keeps one piece a thread, the loop of the
-//! Llama step's per-row norms. (The fused norm GEMVs,
+//! the row's warps, and the second pass re-reads the row from L1/L2 with the same
+//! thread-to-element map. A tile of one row (by its type, or at run time) keeps one piece
+//! a thread, the loop of the Llama step's per-row norms. (The fused norm GEMVs,
 //! [`super::rms_norm_matvec`], normalize the rows of a batch side by side in their own
 //! prologue.)
 
@@ -40,15 +38,14 @@ __device__ __forceinline__ void rms_norm_rows(const X& x, const W& w, float eps,
     const int warp = threadIdx.x >> 5, group = warp / per, step = per * 256;
     const int first = ((warp - group * per) * 32 + (threadIdx.x & 31)) * 8;
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    const bool kept = norm_row_kept<P>(first, step, D);
     for (int b0 = 0; b0 < B; b0 += rows) {
         const int b = b0 + group;
         const bool mine = group < rows && b < B;
         const et::bf16* row = x.ptr + (long long)b * x.stride[0];
         et::bf16* out = y.ptr + (long long)b * y.stride[0];
         float ss = 0.0f;
-        uint4 v[P];
         for (int k0 = first; mine && k0 < D; k0 += P * step) {
+            uint4 v[P];
 #pragma unroll
             for (int u = 0; u < P; ++u)
                 v[u] = k0 + u * step < D ? load8<false>(row, k0 + u * step, D, x.stride[1], vec) : zero;
@@ -61,8 +58,7 @@ __device__ __forceinline__ void rms_norm_rows(const X& x, const W& w, float eps,
             }
         }
         const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
-        if (mine && kept) norm_scale_batch<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
-        else if (mine) norm_scale_row<P>(row, x.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
+        if (mine) norm_scale_row<P>(row, x.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
     }
 }
 
@@ -105,7 +101,6 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
     const int warp = threadIdx.x >> 5, group = warp / per, step = per * 256;
     const int first = ((warp - group * per) * 32 + (threadIdx.x & 31)) * 8;
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    const bool kept = norm_row_kept<P>(first, step, D);
     for (int b0 = 0; b0 < B; b0 += rows) {
         const int b = b0 + group;
         const bool mine = group < rows && b < B;
@@ -113,9 +108,8 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
         const et::bf16* rrow = r.ptr + (long long)b * r.stride[0];
         et::bf16* out = y.ptr + (long long)b * y.stride[0];
         float ss = 0.0f;
-        uint4 v[P];
         for (int k0 = first; mine && k0 < D; k0 += P * step) {
-            uint4 q[P];
+            uint4 v[P], q[P];
 #pragma unroll
             for (int u = 0; u < P; ++u) {
                 const int k = k0 + u * step;
@@ -134,14 +128,12 @@ __device__ __forceinline__ void rms_norm_residual_rows(const H& h, const R& r, c
                 for (int i = 0; i < 8; ++i) f[i] = et::to_float(et::from_float<et::bf16>(f[i] + g[i]));
 #pragma unroll
                 for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
-                v[u] = pack8(f);
-                store8(hrow, k, D, h.stride[1], vec, v[u]);
+                store8(hrow, k, D, h.stride[1], vec, pack8(f));
             }
         }
-        // the second pass reads back only what this thread wrote in the first (or keeps it)
+        // the second pass reads back only what this thread wrote in the first
         const float inv = rsqrtf(group_sum(ss, red, per) / (float)D + eps);
-        if (mine && kept) norm_scale_batch<P>(v, w, inv, out, y.stride[1], first, step, D, vec);
-        else if (mine) norm_scale_row<P>(hrow, h.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
+        if (mine) norm_scale_row<P>(hrow, h.stride[1], w, inv, out, y.stride[1], first, step, D, vec);
     }
 }
 
