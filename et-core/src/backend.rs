@@ -249,7 +249,11 @@ pub trait Backend {
     /// at least the elements its shape and strides address, of its dtype; the tensors the
     /// graph declares written ([`et_graph::Access::Write`]) must come from
     /// [`BackendTensor::raw_mut`] of a unique borrow held for the call, and no other
-    /// argument may overlap them.
+    /// argument may overlap them. The entry's CPU task functions (`cpu_tasks`) and its
+    /// kernel's CUDA must be the kernel's own, as `#[megakernel]` generates them, or code that
+    /// touches each tensor only inside the tiles its group's accesses in the graph
+    /// declare, in the order its waits and signals give: the race rule that makes the
+    /// tasks' accesses disjoint reads the graph, not the code.
     unsafe fn launch(
         &self,
         kernel: &KernelEntry<'_>,

@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod op;
 pub mod ops;
 pub mod raw;
+mod relaxed;
 pub mod tensor;
 pub mod tile;
 pub mod trace;

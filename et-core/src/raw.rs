@@ -22,8 +22,11 @@ pub struct RawTensor {
 impl RawTensor {
     /// A contiguous row-major tensor at `addr`.
     pub fn new(addr: u64, dtype: DType, shape: &[usize]) -> Self {
-        let strides = crate::tensor::row_major_strides(shape).into_iter().map(|s| s as i64).collect();
-        RawTensor { addr, dtype, shape: shape.iter().map(|&s| s as i64).collect(), strides }
+        // saturated rather than wrapped: an extent past i64 is then one that resolution
+        // reports as too large, not a negative one
+        let wide = |s: usize| i64::try_from(s).unwrap_or(i64::MAX);
+        let strides = crate::tensor::row_major_strides(shape).into_iter().map(wide).collect();
+        RawTensor { addr, dtype, shape: shape.iter().map(|&s| wide(s)).collect(), strides }
     }
 
     /// Whether the strides are the contiguous row-major ones of the shape.

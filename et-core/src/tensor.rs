@@ -19,17 +19,22 @@ impl<T: Element> std::fmt::Debug for Tensor<T> {
     }
 }
 
-/// The number of elements of `shape`, or `None` when the product overflows `usize`.
+/// The number of elements of `shape`, or `None` when the product of its nonzero extents
+/// overflows `i64`: a kernel argument's extents and row-major strides are `i64`, and every
+/// stride is at most that product (`[0, 2^40, 2^40]` holds no element, but its first
+/// stride would overflow).
 ///
 /// Checked because a wrapped product would size the storage below the shape, and a launch
 /// trusts the shape: tiles are bounds-checked against it, not against the storage.
 fn element_count(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+    let nonzero = shape.iter().filter(|&&d| d != 0).try_fold(1i64, |n, &d| n.checked_mul(i64::try_from(d).ok()?))?;
+    usize::try_from(nonzero).ok().map(|n| if shape.contains(&0) { 0 } else { n })
 }
 
 /// [`element_count`], for constructors that cannot return an error.
 fn element_count_or_panic(shape: &[usize]) -> usize {
-    element_count(shape).unwrap_or_else(|| panic!("tensor shape {shape:?} has more elements than usize can count"))
+    element_count(shape)
+        .unwrap_or_else(|| panic!("tensor shape {shape:?} is too large: its extents' product passes 2^63"))
 }
 
 impl<T: Element> Tensor<T> {
@@ -57,7 +62,7 @@ impl<T: Element> Tensor<T> {
     pub fn from_vec(shape: &[usize], data: Vec<T>) -> Result<Self, crate::Error> {
         let Some(n) = element_count(shape) else {
             return Err(crate::Error::Shape(format!(
-                "Tensor::from_vec: shape {shape:?} has more elements than usize can count"
+                "Tensor::from_vec: shape {shape:?} is too large: its extents' product passes 2^63"
             )));
         };
         if n != data.len() {
@@ -155,11 +160,12 @@ impl<T: Element> Tensor<T> {
     }
 }
 
-/// Row-major strides of `shape`, in elements.
+/// Row-major strides of `shape`, in elements (saturating at `usize::MAX` for a shape no
+/// tensor can have: the constructors refuse those).
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; shape.len()];
+    let mut strides = vec![1usize; shape.len()];
     for k in (0..shape.len().saturating_sub(1)).rev() {
-        strides[k] = strides[k + 1] * shape[k + 1];
+        strides[k] = strides[k + 1].saturating_mul(shape[k + 1]);
     }
     strides
 }

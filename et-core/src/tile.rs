@@ -45,12 +45,12 @@ impl<'a, T: Element> View<'a, T> {
         let mut offset = 0isize;
         let mut strides = [0isize; R];
         for d in 0..R {
-            let start = index[d] * size[d] as i64;
-            assert!(
-                start >= 0 && start + size[d] as i64 <= self.shape[d],
-                "tile {index:?} x {size:?} is outside a tensor of shape {:?}",
-                self.shape
-            );
+            // checked: a size past i64 or a product that overflows is outside too
+            let start = i64::try_from(size[d]).ok().and_then(|s| Some((index[d].checked_mul(s)?, s)));
+            let inside = start
+                .is_some_and(|(start, s)| start >= 0 && start.checked_add(s).is_some_and(|end| end <= self.shape[d]));
+            assert!(inside, "tile {index:?} x {size:?} is outside a tensor of shape {:?}", self.shape);
+            let start = start.map_or(0, |(start, _)| start);
             offset += (start * self.strides[d]) as isize;
             strides[d] = self.strides[d] as isize;
         }
@@ -189,8 +189,8 @@ impl<T: Element, const R: usize> TileRef<'_, T, R> {
         if self.observed {
             crate::cpu::observe::touch(p as usize, size_of::<T>(), false);
         }
-        // SAFETY: as above.
-        unsafe { *p }
+        // SAFETY: as above (a relaxed atomic: see `crate::relaxed`).
+        unsafe { crate::relaxed::load(p) }
     }
 
     /// Number of elements.
@@ -230,7 +230,7 @@ impl<T: Element, const R: usize> TileMut<'_, T, R> {
             crate::cpu::observe::touch(p as usize, size_of::<T>(), false);
         }
         // SAFETY: as TileRef::get.
-        unsafe { *p }
+        unsafe { crate::relaxed::load(p) }
     }
 
     /// Writes the element at `idx`.
@@ -241,8 +241,8 @@ impl<T: Element, const R: usize> TileMut<'_, T, R> {
         if self.observed {
             crate::cpu::observe::touch(p as usize, size_of::<T>(), true);
         }
-        // SAFETY: as above.
-        unsafe { *p = v }
+        // SAFETY: as above (a relaxed atomic: see `crate::relaxed`).
+        unsafe { crate::relaxed::store(p, v) }
     }
 
     /// Number of elements.
@@ -323,6 +323,26 @@ mod tests {
         // rows 2..4, columns 2..4, row-major
         assert_eq!((0..4).map(|k| tile.get_flat(k)).collect::<Vec<_>>(), [10.0, 11.0, 14.0, 15.0]);
         tile.get_flat(4);
+    }
+
+    #[test]
+    #[should_panic(expected = "tile [0] x [18446744073709551615] is outside a tensor of shape [4]")]
+    fn a_tile_size_past_i64_is_outside_instead_of_wrapping() {
+        let t = Tensor::<f32>::zeros(&[4]);
+        let raw = t.raw();
+        // SAFETY: `t` outlives the view and nothing writes it meanwhile.
+        let view = unsafe { InTensor::<f32>::bind(&raw) };
+        view.tile([0], [usize::MAX]);
+    }
+
+    #[test]
+    #[should_panic(expected = "tile [4611686018427387904] x [4] is outside a tensor of shape [4]")]
+    fn a_tile_start_that_overflows_is_outside_instead_of_wrapping() {
+        let t = Tensor::<f32>::zeros(&[4]);
+        let raw = t.raw();
+        // SAFETY: as above.
+        let view = unsafe { InTensor::<f32>::bind(&raw) };
+        view.tile([1 << 62], [4]);
     }
 
     #[test]

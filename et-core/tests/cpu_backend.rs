@@ -515,3 +515,50 @@ fn an_entry_whose_task_functions_do_not_match_the_groups_is_an_error() {
             .unwrap_err();
     assert!(err.to_string().contains("2 tile groups but 1 CPU task functions"), "{err}");
 }
+
+/// A panic whose payload panics again when dropped.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("the payload's drop panics");
+    }
+}
+
+/// `chain` whose steps run `body` after their wait.
+fn chain_with(body: fn(&TaskContext<'_>)) -> TestKernel {
+    let mut k = chain();
+    k.cpu = Box::leak(Box::new([k.cpu[0], body]));
+    k
+}
+
+#[test]
+fn a_panic_payload_that_panics_when_dropped_is_still_the_tasks_error() {
+    fn step(cx: &TaskContext<'_>) {
+        cx.wait(0);
+        std::panic::panic_any(PanicsOnDrop);
+    }
+    let k = chain_with(step);
+    let a = Tensor::<f32>::zeros(&[3]);
+    for opts in every_schedule() {
+        let mut out = Tensor::<f32>::poisoned(&[4]);
+        let err = run(&k, &[a.raw(), out.raw_mut()], &opts).unwrap_err();
+        let Error::TaskPanic { task, message } = &err else { panic!("{opts:?}: {err}") };
+        assert_eq!((task.as_str(), message.as_str()), ("step[0]", "(non-string panic)"), "{opts:?}");
+    }
+}
+
+#[test]
+fn binding_a_read_only_tensor_for_writing_is_the_tasks_error() {
+    fn step(cx: &TaskContext<'_>) {
+        cx.wait(0);
+        cx.output::<f32>(0).tile_mut([cx.var(0)], [1]).set([0], 99.0);
+    }
+    let k = chain_with(step);
+    let a = Tensor::<f32>::zeros(&[3]);
+    let mut out = Tensor::<f32>::poisoned(&[4]);
+    let err = run(&k, &[a.raw(), out.raw_mut()], &LaunchOptions::default()).unwrap_err();
+    let Error::TaskPanic { message, .. } = &err else { panic!("{err}") };
+    assert!(message.contains("tensor `a` is read-only in this megakernel"), "{err}");
+    assert!(a.as_slice().iter().all(|&v| v == 0.0), "the input was written");
+}

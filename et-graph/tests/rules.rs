@@ -660,3 +660,24 @@ fn crossed_pair_groups() -> GraphSpec {
         ],
     )
 }
+
+#[test]
+fn a_graph_too_large_for_host_memory_is_an_error_not_an_abort() {
+    // 4e9 tasks and 2e9 elements ask for about 576 GB: refused by the allocator wherever
+    // the kernel refuses allocations past what it has (Linux's default heuristic, 0, or
+    // strict accounting, 2); with "always overcommit" (1) it would be granted and then
+    // touched, so the check is skipped there and on machines with that much memory.
+    let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory").unwrap_or_default();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kb = |key: &str| -> Option<u64> {
+        meminfo.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
+    };
+    let total_gb = kb("MemTotal:").zip(kb("SwapTotal:")).map(|(m, s)| (m + s) / 1_000_000);
+    if !matches!(overcommit.trim(), "0" | "2") || !total_gb.is_some_and(|gb| gb < 400) {
+        eprintln!("skipped: vm.overcommit_memory {overcommit:?}, memory and swap {total_gb:?} GB");
+        return;
+    }
+    let err = Resolved::new(&producer_consumer(), &shapes(vec![vec![2_000_000_000]])).unwrap_err();
+    assert!(matches!(err, ResolveError::OutOfMemory { tasks: 4_000_000_000, elements: 2_000_000_000, .. }), "{err}");
+    assert!(err.to_string().contains("needs about 576.0 GB of host memory to resolve"), "{err}");
+}

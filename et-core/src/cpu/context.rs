@@ -46,9 +46,20 @@ impl<'a> TaskContext<'a> {
     }
 
     /// Tensor parameter `t`, writable.
+    ///
+    /// # Panics
+    /// When the megakernel declares `t` read-only (`&Tensor`): the launch borrowed it
+    /// shared, so writing it would write through a shared borrow. The worker reports the
+    /// panic as the task's error.
     pub fn output<T: Element>(&self, t: usize) -> OutTensor<'a, T> {
-        // SAFETY: as `input`; the argument was passed as `&mut`, so nothing outside the
-        // launch aliases it.
+        let spec = &self.exec.resolved.spec.tensors[t];
+        assert!(
+            spec.access == et_graph::Access::Write,
+            "tensor `{}` is read-only in this megakernel (`&Tensor`), so it cannot be bound for writing",
+            spec.name
+        );
+        // SAFETY: as `input`; the argument was passed as `&mut` (the assertion above), so
+        // nothing outside the launch aliases it.
         unsafe {
             if self.exec.observing() {
                 OutTensor::bind_observed(&self.exec.args[t])
@@ -221,11 +232,12 @@ fn read_integer(raw: &RawTensor, pos: i64) -> i64 {
     let off: i64 = at.iter().zip(&raw.strides).map(|(a, s)| a * s).sum();
     // SAFETY: `Backend::launch`'s contract: `raw` describes live host memory of its dtype
     // (an integer dtype, checked by the rules: 4 bytes) for the whole launch, and `pos`
-    // lies inside its shape (the bounds rule); a concurrent writer is ordered before this
-    // read by the events the race rule checks, so the load is not torn.
+    // lies inside its shape (the bounds rule); a writer is ordered before this read by the
+    // events the race rule checks, and where a routing escapes it the relaxed load
+    // (`crate::relaxed`) reads a wrong value that the observer reports, not a torn one.
     unsafe {
         let p = (raw.addr as *const u32).offset(off as isize);
-        let v = std::ptr::read_volatile(p);
+        let v = crate::relaxed::load(p);
         match raw.dtype {
             crate::dtype::DType::U32 => v as i64,
             _ => v as i32 as i64,

@@ -142,6 +142,7 @@ impl Execution<'_> {
                     .cloned()
                     .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "(non-string panic)".into());
+                drop_payload(payload);
                 self.fail(Error::TaskPanic { task: self.resolved.describe_task(task), message });
                 false
             }
@@ -323,4 +324,13 @@ pub(crate) fn run<'a>(
         host_prepare: Duration::ZERO,
         host_submit: Duration::ZERO,
     })
+}
+
+/// Drops a task's panic payload where a panic in its `Drop` cannot unwind out of the
+/// worker (a scoped thread's panic would end the whole launch in a panic): such a second
+/// payload is leaked.
+fn drop_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
 }

@@ -73,6 +73,15 @@ pub enum ResolveError {
         /// What overflows, e.g. "the tasks of group `g` (65537 x 65537)".
         what: String,
     },
+    /// The host memory that resolving the task graph needs could not be allocated.
+    OutOfMemory {
+        /// Tasks of the launch.
+        tasks: u32,
+        /// Event elements of the launch.
+        elements: u32,
+        /// The estimate that the allocator refused.
+        bytes: u64,
+    },
 }
 
 impl fmt::Display for ResolveError {
@@ -110,6 +119,12 @@ impl fmt::Display for ResolveError {
             ResolveError::TooLarge { what } => {
                 write!(f, "{what} exceed the device's 32-bit index range (at most {})", super::layout::MAX_FLAT)
             }
+            ResolveError::OutOfMemory { tasks, elements, bytes } => write!(
+                f,
+                "a task graph of {tasks} tasks and {elements} event elements needs about {:.1} GB of host memory \
+                 to resolve, and the allocator refused it",
+                *bytes as f64 / 1e9
+            ),
         }
     }
 }

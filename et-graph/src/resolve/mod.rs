@@ -19,6 +19,11 @@ pub use error::ResolveError;
 pub use layout::{EventLayout, GroupLayout};
 
 use crate::affine::Affine;
+
+/// The host bytes that resolving and scheduling take per task and per event element, an
+/// upper estimate (the maps' lists before they are packed, the packed maps, the order and
+/// the schedule's arrays).
+pub const BYTES_PER_ITEM: u64 = 96;
 use crate::spec::{Count, EventAccess, GraphSpec, Index};
 
 /// Index of a task: tasks are numbered group by group, row-major inside each domain.
@@ -138,8 +143,23 @@ impl<'g> Resolved<'g> {
             order: Vec::new(),
             index_data,
         };
+        r.reserve_memory()?;
         r.build_maps()?;
         Ok(r)
+    }
+
+    /// Checks, before the maps are built, that the allocator gives the host memory they
+    /// and a schedule need (about [`BYTES_PER_ITEM`] a task and an event element), so that
+    /// a launch too large for this machine is an error and not an aborted process. (Where
+    /// the system overcommits memory, the allocator grants more than it has, and only the
+    /// operating system can refuse.)
+    fn reserve_memory(&self) -> Result<(), ResolveError> {
+        let bytes = (u64::from(self.n_tasks) + u64::from(self.n_elements)) * BYTES_PER_ITEM;
+        let refused = usize::try_from(bytes).map_or(true, |b| Vec::<u8>::new().try_reserve_exact(b).is_err());
+        if refused {
+            return Err(ResolveError::OutOfMemory { tasks: self.n_tasks, elements: self.n_elements, bytes });
+        }
+        Ok(())
     }
 
     /// The group a task belongs to.

@@ -518,7 +518,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             return Err(Error::Input("feed_back continues the last step: run a step first".into()));
         };
         let start: Vec<usize> = start.iter().map(|&p| p as usize).collect();
-        if let Some(p) = start.iter().find(|&&p| p + steps > self.max_positions()) {
+        if let Some(p) = start.iter().find(|&&p| p.checked_add(steps).is_none_or(|end| end > self.max_positions())) {
             return Err(Error::Input(format!(
                 "{steps} steps from position {p} go past the KV cache's {} positions",
                 self.max_positions()

@@ -233,5 +233,7 @@ fn steps_fed_back_back_to_back_equal_steps_that_wait() {
     assert_eq!(fed.feed_back(2, false).unwrap().tokens.len(), 2);
     let e = fed.feed_back(5, false).unwrap_err().to_string();
     assert!(e.contains("5 steps from position 8 go past the KV cache's 12 positions"), "{e}");
+    let e = fed.feed_back(usize::MAX, false).unwrap_err().to_string();
+    assert!(e.contains("steps from position 8 go past the KV cache's 12 positions"), "{e}");
     assert_eq!(fed.step(&[1, 2], &[8, 8], false).unwrap().next.len(), 2);
 }
