@@ -673,7 +673,7 @@ fn a_graph_too_large_for_host_memory_is_an_error_not_an_abort() {
         meminfo.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
     };
     let total_gb = kb("MemTotal:").zip(kb("SwapTotal:")).map(|(m, s)| (m + s) / 1_000_000);
-    if !matches!(overcommit.trim(), "0" | "2") || !total_gb.is_some_and(|gb| gb < 400) {
+    if !matches!(overcommit.trim(), "0" | "2") || total_gb.is_none_or(|gb| gb >= 400) {
         eprintln!("skipped: vm.overcommit_memory {overcommit:?}, memory and swap {total_gb:?} GB");
         return;
     }
