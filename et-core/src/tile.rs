@@ -45,12 +45,14 @@ impl<'a, T: Element> View<'a, T> {
         let mut offset = 0isize;
         let mut strides = [0isize; R];
         for d in 0..R {
-            // checked: a size past i64 or a product that overflows is outside too
-            let start = i64::try_from(size[d]).ok().and_then(|s| Some((index[d].checked_mul(s)?, s)));
-            let inside = start
-                .is_some_and(|(start, s)| start >= 0 && start.checked_add(s).is_some_and(|end| end <= self.shape[d]));
-            assert!(inside, "tile {index:?} x {size:?} is outside a tensor of shape {:?}", self.shape);
-            let start = start.map_or(0, |(start, _)| start);
+            // checked: a size past i64 or a start or end that overflows is outside too
+            let span = i64::try_from(size[d]).ok().and_then(|s| {
+                let start = index[d].checked_mul(s)?;
+                Some((start, start.checked_add(s)?))
+            });
+            let Some((start, _)) = span.filter(|&(start, end)| start >= 0 && end <= self.shape[d]) else {
+                panic!("tile {index:?} x {size:?} is outside a tensor of shape {:?}", self.shape)
+            };
             offset += (start * self.strides[d]) as isize;
             strides[d] = self.strides[d] as isize;
         }

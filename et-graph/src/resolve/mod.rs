@@ -24,6 +24,9 @@ use crate::affine::Affine;
 /// upper estimate (the maps' lists before they are packed, the packed maps, the order and
 /// the schedule's arrays).
 pub const BYTES_PER_ITEM: u64 = 96;
+/// The estimate from which resolution first asks the allocator for it (256 MB, about
+/// 2.8 million tasks and elements).
+pub const PROBED_BYTES: u64 = 256 << 20;
 use crate::spec::{Count, EventAccess, GraphSpec, Index};
 
 /// Index of a task: tasks are numbered group by group, row-major inside each domain.
@@ -150,11 +153,15 @@ impl<'g> Resolved<'g> {
 
     /// Checks, before the maps are built, that the allocator gives the host memory they
     /// and a schedule need (about [`BYTES_PER_ITEM`] a task and an event element), so that
-    /// a launch too large for this machine is an error and not an aborted process. (Where
-    /// the system overcommits memory, the allocator grants more than it has, and only the
-    /// operating system can refuse.)
+    /// a launch too large for this machine is an error and not an aborted process. Graphs
+    /// below [`PROBED_BYTES`] are not probed: every launch resolves, and an allocation of
+    /// that size fails no more often than any other. (Where the system overcommits memory,
+    /// the allocator grants more than it has, and only the operating system can refuse.)
     fn reserve_memory(&self) -> Result<(), ResolveError> {
         let bytes = (u64::from(self.n_tasks) + u64::from(self.n_elements)) * BYTES_PER_ITEM;
+        if bytes < PROBED_BYTES {
+            return Ok(());
+        }
         let refused = usize::try_from(bytes).map_or(true, |b| Vec::<u8>::new().try_reserve_exact(b).is_err());
         if refused {
             return Err(ResolveError::OutOfMemory { tasks: self.n_tasks, elements: self.n_elements, bytes });
