@@ -822,9 +822,9 @@ fn rope_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
         s.check(TOL)
     };
     // resident: every sequence in one launch, first one task per (sequence, KV head), then
-    // one per block of 8 sequences; each form's first launch runs on fresh data and is
-    // checked
-    for blocks in [false, true] {
+    // one per block of 8 and of 16 sequences; each form's first launch runs on fresh data
+    // and is checked
+    for blocks in [1usize, 8, 16] {
         let (mut q, mut k) = (gpu.upload(&q_host)?, gpu.upload(&k_host)?);
         let mut kc = gpu.poisoned::<bf16>(&[ns_all * 8, LC, 128])?;
         let mut vc = gpu.poisoned::<bf16>(&[ns_all * 8, LC, 128])?;
@@ -832,23 +832,23 @@ fn rope_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
                       k: &mut CudaTensor<bf16>,
                       kc: &mut CudaTensor<bf16>,
                       vc: &mut CudaTensor<bf16>| {
-            elapsed(if blocks {
-                rope_append_blocks::launch(gpu, q, k, &v, &pos, kc, vc)
-            } else {
-                rope_append::launch(gpu, q, k, &v, &pos, kc, vc)
+            elapsed(match blocks {
+                8 => rope_append_blocks::launch(gpu, q, k, &v, &pos, kc, vc),
+                16 => rope_append_blocks16::launch(gpu, q, k, &v, &pos, kc, vc),
+                _ => rope_append::launch(gpu, q, k, &v, &pos, kc, vc),
             })
         };
         launch(&mut q, &mut k, &mut kc, &mut vc)?;
-        let what = if blocks { "resident, 8 sequences a task" } else { "resident" };
-        check(&q, &k, &kc, &vc, &spread(ns_all, 16), what)?;
+        let what = if blocks > 1 { format!("resident, {blocks} sequences a task") } else { "resident".into() };
+        check(&q, &k, &kc, &vc, &spread(ns_all, 16), &what)?;
         let t = measure(out.runs, |_| launch(&mut q, &mut k, &mut kc, &mut vc))?;
         out.row(Row {
             op: "rope_llama3 + kv_append",
             shape: "q 32x128, kv 8x128",
             batch: ns_all,
             form: "resident",
-            tile: &if blocks {
-                format!("8 seqs x {} tasks", ns_all / 8)
+            tile: &if blocks > 1 {
+                format!("{blocks} seqs x {} tasks", ns_all / blocks)
             } else {
                 format!("(seq, kv head) x {} tasks", ns_all * 8)
             },
@@ -1141,13 +1141,16 @@ type ChainLaunch<'a> =
     &'a dyn Fn(&Cuda, &CudaTensor<bf16>, &CudaTensor<bf16>, &mut CudaTensor<bf16>) -> et_core::Result<LaunchReport>;
 
 fn chain_all(gpu: &Cuda, out: &mut Out) -> Res<()> {
-    let configs: [(usize, usize, usize, ChainLaunch<'_>, ChainLaunch<'_>); 3] = [
+    let configs: [(usize, usize, usize, ChainLaunch<'_>, ChainLaunch<'_>); 4] = [
         (1024, 8, 128, &|g, w, x, h| chain_pre_1k::launch(g, w, x, h), &|g, w, x, h| chain_post_1k::launch(g, w, x, h)),
         (2048, 16, 128, &|g, w, x, h| chain_pre_2k::launch(g, w, x, h), &|g, w, x, h| {
             chain_post_2k::launch(g, w, x, h)
         }),
         (4096, 16, 256, &|g, w, x, h| chain_pre_4k::launch(g, w, x, h), &|g, w, x, h| {
             chain_post_4k::launch(g, w, x, h)
+        }),
+        (4096, 32, 128, &|g, w, x, h| chain_pre_4k_32::launch(g, w, x, h), &|g, w, x, h| {
+            chain_post_4k_32::launch(g, w, x, h)
         }),
     ];
     let mut hops = std::collections::HashMap::new();

@@ -201,22 +201,30 @@ pub fn rope_append(
 /// heads and 32 x `SB` query heads, each sequence at its own position. A task moves
 /// `SB` x 26 KB, enough to stream at the copy bandwidth where a (sequence, KV head) task
 /// of 3.3 KB is all fixed cost.
-#[megakernel(dims(G = 4, HK = 8, D = 128, LC = 16, SB = 8))]
-pub fn rope_append_blocks(
-    q: &mut Tensor<bf16, { [NB * SB * HK * G, D] }>,
-    k: &mut Tensor<bf16, { [NB * SB * HK, D] }>,
-    v: &Tensor<bf16, { [NB * SB * HK, D] }>,
-    pos: &Tensor<i32, { [NB * SB] }>,
-    kc: &mut Tensor<bf16, { [NB * SB * HK, LC, D] }>,
-    vc: &mut Tensor<bf16, { [NB * SB * HK, LC, D] }>,
-) {
-    tile!(prep[s] in [NB] {
-        kv_append(v.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), vc.tile([s, 0, 0], [SB * HK, LC, D]));
-        rope_llama3(q.tile([s, 0], [SB * HK * G, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
-        rope_llama3(k.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
-        kv_append(k.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), kc.tile([s, 0, 0], [SB * HK, LC, D]));
-    });
+macro_rules! rope_append_blocks {
+    ($name:ident, sb = $sb:literal) => {
+        #[doc = concat!("RoPE + append in blocks of ", stringify!($sb), " sequences a task.")]
+        #[megakernel(dims(G = 4, HK = 8, D = 128, LC = 16, SB = $sb))]
+        pub fn $name(
+            q: &mut Tensor<bf16, { [NB * SB * HK * G, D] }>,
+            k: &mut Tensor<bf16, { [NB * SB * HK, D] }>,
+            v: &Tensor<bf16, { [NB * SB * HK, D] }>,
+            pos: &Tensor<i32, { [NB * SB] }>,
+            kc: &mut Tensor<bf16, { [NB * SB * HK, LC, D] }>,
+            vc: &mut Tensor<bf16, { [NB * SB * HK, LC, D] }>,
+        ) {
+            tile!(prep[s] in [NB] {
+                kv_append(v.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), vc.tile([s, 0, 0], [SB * HK, LC, D]));
+                rope_llama3(q.tile([s, 0], [SB * HK * G, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+                rope_llama3(k.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), 500000.0, 8.0, 1.0, 4.0, 8192.0);
+                kv_append(k.tile([s, 0], [SB * HK, D]), pos.tile([s], [SB]), kc.tile([s, 0, 0], [SB * HK, LC, D]));
+            });
+        }
+    };
 }
+rope_append_blocks!(rope_append_blocks, sb = 8);
+// 16 positions fill rope_llama3's table (2048 floats at head dimension 128) once
+rope_append_blocks!(rope_append_blocks16, sb = 16);
 
 /// Split-KV decode attention: `BT` sequences x 8 KV heads x `S` chunks of `C` positions
 /// (`attention_partial`, 4 query heads per KV head, head dim 128), then one merge per
@@ -370,13 +378,17 @@ macro_rules! chain_sync_kernel {
     };
 }
 
-// The arena holds one task's tile (<= 227 KB): 16 x 4096 bf16 is 128 KB, so the 4096-wide
-// chain needs 256 tasks per step; the 1024- and 2048-wide ones have 128 (one per SM).
+// The 1024- and 2048-wide chains have 128 tasks a step (one per SM), their tiles whole in
+// the arena. A 4096-wide step is 8 MB: 256 tasks of 16 rows (128 KB, whole in the arena,
+// two tasks an SM a step), or 128 of 32 rows (256 KB: the prefetch copies the 24 rows
+// that fit its 200 KB, the GEMV streams the other 8 after the wait).
 chain_prefetch_kernel!(chain_pre_1k, kd = 1024, nt = 8, rt = 128);
 chain_prefetch_kernel!(chain_pre_2k, kd = 2048, nt = 16, rt = 128);
 chain_prefetch_kernel!(chain_pre_4k, kd = 4096, nt = 16, rt = 256);
+chain_prefetch_kernel!(chain_pre_4k_32, kd = 4096, nt = 32, rt = 128);
 chain_after_kernel!(chain_post_1k, kd = 1024, nt = 8, rt = 128);
 chain_after_kernel!(chain_post_2k, kd = 2048, nt = 16, rt = 128);
 chain_after_kernel!(chain_post_4k, kd = 4096, nt = 16, rt = 256);
+chain_after_kernel!(chain_post_4k_32, kd = 4096, nt = 32, rt = 128);
 chain_sync_kernel!(chain_sync_128, rt = 128);
 chain_sync_kernel!(chain_sync_256, rt = 256);

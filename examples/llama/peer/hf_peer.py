@@ -53,8 +53,8 @@ How to run
     sequence, the step and the values.
 
     On a GPU machine, `--gpu` runs the binary there (it must report a GPU backend), and
-    `--shapes llama-3.2-1b` (or `all`) adds Llama-3.2-1B's shapes with 2 layers at batch 1
-    and 8, the megakernel's real tiles (with a release binary: a minute or two; on the
+    `--shapes llama-3.2-1b` (or `all`) adds Llama-3.2-1B's shapes with 2 layers at batch 1,
+    8 and 3 (the batch-8 megakernel with idle slots), the megakernel's real tiles (with a release binary: a minute or two; on the
     CPU backend too, `--llama target/release/llama`, about 100 s on 2 cores):
         python3 hf_peer.py --gpu --shapes all --llama target/release/llama
 """
@@ -186,10 +186,13 @@ CASES = [
     Case("untied-2L-hf4-single-bf16-b1-p6-80pos", 2, False, "hf4", 1, "bf16", 1, PROMPT6, 75, seed=5),
     Case("tied-2L-hf5-2shards-bf16-b1-p1-80pos", 2, True, "hf5", 2, "bf16", 1, [42], 80, seed=6),
 ]
-# Llama-3.2-1B's shapes with fewer layers (a run-time dim), at the batches it is stamped for
+# Llama-3.2-1B's shapes with fewer layers (a run-time dim), at two batches it is stamped for
+# and one it runs on a larger stamp
 CASES_1B = [
     Case("1b-tied-2L-hf4-single-bf16-b1-p6", 2, True, "hf4", 1, "bf16", 1, PROMPT6, 16, seed=7, shapes="llama-3.2-1b"),
     Case("1b-untied-2L-hf5-2shards-bf16-b8-p1", 2, False, "hf5", 2, "bf16", 8, [42], 8, seed=8, shapes="llama-3.2-1b"),
+    # the batch-8 stamp with five idle slots
+    Case("1b-tied-2L-hf4-single-bf16-b3-p6", 2, True, "hf4", 1, "bf16", 3, PROMPT6, 6, seed=9, shapes="llama-3.2-1b"),
 ]
 
 

@@ -2,7 +2,8 @@
 //! step, and greedy generation through it.
 //!
 //! [`Decoder::new`] picks the megakernel stamped for the weights' shapes and the batch
-//! size ([`Stamp`]), packs the weights into the layouts it reads (the fused QKV weight,
+//! size ([`Stamp`]: the stamp of exactly that batch, else the smallest larger one, whose
+//! spare sequence slots run idle), packs the weights into the layouts it reads (the fused QKV weight,
 //! every stacked tensor flattened to the rank its op takes) and uploads them with the
 //! KV cache, the per-layer activations and the step's inputs (token ids and positions);
 //! nothing is rebuilt or allocated between steps. The step inputs are two pairs of device
@@ -23,7 +24,8 @@ use et_core::backend::LaunchReport;
 use et_core::{Backend, Deferral, LaunchOptions, Tensor, bf16};
 use std::time::{Duration, Instant};
 
-/// One stamped decode megakernel: the model shape (a preset) and the batch size it serves.
+/// One stamped decode megakernel: the model shape (a preset) and the sequence slots of a
+/// step. A decoder of a smaller batch runs on it with its spare slots idle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stamp {
     /// `tiny`, one sequence.
@@ -57,7 +59,8 @@ pub enum Stamp {
 pub struct Geometry {
     /// The preset whose shapes the megakernel has.
     pub preset: &'static str,
-    /// Sequences per step.
+    /// Sequence slots per step: the largest batch the stamp runs (a decoder of a smaller
+    /// batch leaves the other slots idle).
     pub batch: usize,
     /// Attention pieces per KV head.
     pub chunks: usize,
@@ -122,9 +125,12 @@ impl Stamp {
         }
     }
 
-    /// The stamp for `config`'s shapes and `batch` sequences: the config must equal its
-    /// preset in everything the megakernel has as a constant (all but the number of
-    /// layers, a run-time dim, and the tied head, an argument).
+    /// The stamp for `config`'s shapes and `batch` sequences: the one stamped for exactly
+    /// `batch`, else the one with the fewest slots above it (the batch's weights are
+    /// streamed once a step whatever the slots; the idle ones cost their share of the
+    /// activations and a one-position attention). The config must equal the stamp's preset
+    /// in everything the megakernel has as a constant (all but the number of layers, a
+    /// run-time dim, and the tied head, an argument).
     pub fn find(config: &LlamaConfig, batch: usize) -> Result<Stamp> {
         let constant = |c: &LlamaConfig| LlamaConfig {
             num_layers: 0,
@@ -136,15 +142,19 @@ impl Stamp {
             .into_iter()
             .filter(|s| LlamaConfig::preset(s.geometry().preset).is_ok_and(|p| constant(&p) == constant(config)))
             .collect();
-        if let Some(s) = shaped.iter().find(|s| s.geometry().batch == batch) {
+        // `ALL` lists each preset's stamps by batch, smallest first
+        if let Some(s) = shaped.iter().find(|s| batch >= 1 && s.geometry().batch >= batch) {
             return Ok(*s);
         }
         let batches: Vec<String> = shaped.iter().map(|s| s.geometry().batch.to_string()).collect();
-        Err(Error::Input(if batches.is_empty() {
-            "no decode megakernel is stamped for this model's shapes (the presets tiny, llama-3.2-1b and llama-3.1-8b are)"
-                .into()
-        } else {
-            format!("no decode megakernel for a batch of {batch} with this model (batches: {})", batches.join(", "))
+        Err(Error::Input(match shaped.last() {
+            None => "no decode megakernel is stamped for this model's shapes (the presets tiny, llama-3.2-1b and llama-3.1-8b are)"
+                .into(),
+            Some(largest) => format!(
+                "no decode megakernel for a batch of {batch} with this model: it takes 1 to {} sequences (stamped batches: {}; a batch between them runs on the next larger)",
+                largest.geometry().batch,
+                batches.join(", ")
+            ),
         }))
     }
 }
@@ -215,6 +225,9 @@ pub struct Step {
 pub struct Decoder<'b, Bk: Backend> {
     backend: &'b Bk,
     stamp: Stamp,
+    /// The sequences of a step: the stamp's first slots (the others run idle, reading
+    /// token 0 at position 0 in the steps the host writes).
+    batch: usize,
     config: LlamaConfig,
     /// Positions the KV cache holds per sequence.
     positions: usize,
@@ -249,7 +262,7 @@ pub struct Decoder<'b, Bk: Backend> {
     logits: Bk::Tensor<f32>,
     best: Bk::Tensor<f32>,
     index: Bk::Tensor<i32>,
-    /// The step inputs, two pairs of token ids and positions `[B]`: a step reads pair
+    /// The step inputs, two pairs of token ids and positions, one per slot: a step reads pair
     /// `cur` and writes its argmax and its positions + 1 into the other, which the next
     /// step reads (so a step of generation uploads nothing).
     inputs: [StepInputs<Bk>; 2],
@@ -296,9 +309,9 @@ fn write_if_changed<Bk: Backend>(
 impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// Uploads `weights` for steps of `batch` sequences with a KV cache of `positions`
     /// positions per sequence (the longest context a step may attend over; the megakernel
-    /// reads the cache's length at run time, so any length takes the same compilation).
-    /// The cache starts zeroed and the activations poisoned (NaN), so a read of something
-    /// not written this step shows.
+    /// reads the cache's length at run time, so any length takes the same compilation),
+    /// on the megakernel [`Stamp::find`] picks. The cache starts zeroed and the
+    /// activations poisoned (NaN), so a read of something not written this step shows.
     pub fn new(
         backend: &'b Bk,
         weights: &LlamaWeights,
@@ -306,13 +319,38 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         positions: usize,
         options: LaunchOptions,
     ) -> Result<Self> {
+        let stamp = Stamp::find(&weights.config, batch)?;
+        Self::on_stamp(backend, weights, stamp, batch, positions, options)
+    }
+
+    /// [`Decoder::new`] on a megakernel of the caller's choice: `stamp` must have the
+    /// weights' shapes and at least `batch` slots. A stamp of a larger batch, compiled
+    /// once, serves every smaller one; its spare slots run idle.
+    pub fn on_stamp(
+        backend: &'b Bk,
+        weights: &LlamaWeights,
+        stamp: Stamp,
+        batch: usize,
+        positions: usize,
+        options: LaunchOptions,
+    ) -> Result<Self> {
         let c = &weights.config;
-        let stamp = Stamp::find(c, batch)?;
-        check_positions(c, positions)?;
         let geo = stamp.geometry();
+        // the stamp of exactly its slot count is itself where the shapes match
+        if Stamp::find(c, geo.batch).ok() != Some(stamp) {
+            return Err(Error::Input(format!("the megakernel {stamp:?} does not have this model's shapes")));
+        }
+        if batch == 0 || batch > geo.batch {
+            return Err(Error::Input(format!(
+                "a batch of {batch} on the megakernel {stamp:?}, which runs 1 to {} sequences",
+                geo.batch
+            )));
+        }
+        check_positions(c, positions)?;
         let (l, h, i, d, nkv, g) =
             (c.num_layers, c.hidden_size, c.intermediate_size, c.head_dim, c.num_kv_heads, c.group_size());
-        let (b, s, v) = (batch, geo.chunks, c.vocab_size);
+        // the buffers have a row per slot, idle ones included
+        let (b, s, v) = (geo.batch, geo.chunks, c.vocab_size);
         let up = |t: &Tensor<bf16>| backend.upload(t).map_err(Error::from);
         let zeros = |shape: &[usize]| backend.upload(&Tensor::<bf16>::zeros(shape)).map_err(Error::from);
         let nan = |shape: &[usize]| backend.upload(&Tensor::<bf16>::poisoned(shape)).map_err(Error::from);
@@ -321,6 +359,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         Ok(Decoder {
             backend,
             stamp,
+            batch,
             config: c.clone(),
             positions,
             options,
@@ -363,6 +402,11 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         self.stamp
     }
 
+    /// The sequences of a step (at most the stamp's slots).
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
     /// Positions the KV cache holds per sequence.
     pub fn max_positions(&self) -> usize {
         self.positions
@@ -378,7 +422,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
 
     /// The errors of [`Decoder::step`]'s inputs.
     fn check_inputs(&self, tokens: &[u32], positions: &[usize]) -> Result<()> {
-        let batch = self.stamp.geometry().batch;
+        let batch = self.batch;
         if tokens.len() != batch || positions.len() != batch {
             return Err(Error::Input(format!(
                 "{} tokens and {} positions given for a batch of {batch}",
@@ -408,13 +452,24 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         let output = &mut self.inputs[self.cur];
         let next = be.download(&output.ids)?;
         output.known_ids = Some(next.as_slice().to_vec());
-        let next = tokens_of(next.as_slice())?;
-        let logits = if want_logits { Some(be.download(&self.logits)?) } else { None };
+        let next = tokens_of(&next.as_slice()[..self.batch])?;
+        let logits = if want_logits { Some(self.logits()?) } else { None };
         Ok(Step { next, logits, report, wall })
     }
 
+    /// The last step's logits of the decoder's sequences, `[batch, vocab]`.
+    fn logits(&self) -> Result<Tensor<f32>> {
+        let all = self.backend.download(&self.logits)?;
+        if self.batch == self.stamp.geometry().batch {
+            return Ok(all);
+        }
+        let v = self.config.vocab_size;
+        Ok(Tensor::from_vec(&[self.batch, v], all.as_slice()[..self.batch * v].to_vec())?)
+    }
+
     /// Launches one step: writes `tokens` (or, with `None`, leaves the ids that the last
-    /// step wrote) and `positions` into the input pair unless it holds them already, and
+    /// step wrote) and `positions` into the input pair unless it holds them already (the
+    /// slots past those given read token 0 at position 0), and
     /// launches with the decoder's options, deferred when `defer` says so; the pair the
     /// step writes becomes the next step's input.
     fn enqueue(
@@ -432,17 +487,18 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             }
             None => &self.options,
         };
+        let slots = self.stamp.geometry().batch;
         let [a, b] = &mut self.inputs;
         let (input, output) = if self.cur == 0 { (a, b) } else { (b, a) };
         // what generation feeds back (the last step's tokens at the next positions) is on
         // the device already: nothing is uploaded then
         if let Some(tokens) = tokens {
             self.staging.clear();
-            self.staging.extend(tokens.iter().map(|&t| t as i32));
+            self.staging.extend(tokens.iter().map(|&t| t as i32).chain(std::iter::repeat(0)).take(slots));
             write_if_changed(be, &mut input.ids, &mut input.known_ids, &self.staging)?;
         }
         self.staging.clear();
-        self.staging.extend(positions.iter().map(|&p| p as i32));
+        self.staging.extend(positions.iter().map(|&p| p as i32).chain(std::iter::repeat(0)).take(slots));
         write_if_changed(be, &mut input.pos, &mut input.known_pos, &self.staging)?;
         (output.known_ids, output.known_pos) = (None, None);
         let (ids, pos) = (&input.ids, &input.pos);
@@ -546,10 +602,10 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
 
     /// [`Decoder::feed_back`] over checked arguments: `steps > 0` from positions `start`.
     fn feed_back_from(&mut self, start: Vec<usize>, steps: usize, want_logits: bool) -> Result<FedBack> {
-        let (be, batch) = (self.backend, self.stamp.geometry().batch);
+        let (be, slots) = (self.backend, self.stamp.geometry().batch);
         // the log's rows are the steps: reused while it is large enough
         if self.log.as_ref().is_none_or(|(_, rows)| *rows < steps) {
-            let log = be.upload(&Tensor::<i32>::from_vec(&[steps, batch], vec![-1; steps * batch])?)?;
+            let log = be.upload(&Tensor::<i32>::from_vec(&[steps, slots], vec![-1; steps * slots])?)?;
             self.log = Some((log, steps));
         }
         // reports of deferred launches made before this call are not this call's
@@ -572,7 +628,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             let t = Instant::now();
             reports.push(self.enqueue(None, &positions, defer)?);
             let (log, _) = self.log.as_mut().expect("allocated above");
-            be.copy_into(&self.inputs[self.cur].ids, log, k * batch)?;
+            be.copy_into(&self.inputs[self.cur].ids, log, k * slots)?;
             enqueue.push(t.elapsed());
             positions.iter_mut().for_each(|p| *p += 1);
         }
@@ -587,8 +643,11 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
                 .ok_or_else(|| Error::Backend(et_core::Error::Device("a deferred step was not reported".into())))?;
         }
         let log = be.download(&self.log.as_ref().expect("allocated above").0)?;
-        let tokens = log.as_slice()[..steps * batch].chunks(batch).map(tokens_of).collect::<Result<Vec<Vec<u32>>>>()?;
-        let logits = if want_logits { Some(be.download(&self.logits)?) } else { None };
+        let tokens = log.as_slice()[..steps * slots]
+            .chunks(slots)
+            .map(|row| tokens_of(&row[..self.batch]))
+            .collect::<Result<Vec<Vec<u32>>>>()?;
+        let logits = if want_logits { Some(self.logits()?) } else { None };
         Ok(FedBack { tokens, logits, reports, enqueue, wall })
     }
 
@@ -607,12 +666,8 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         n_tokens: usize,
         mut each: impl FnMut(usize, &Step),
     ) -> Result<Generation> {
-        if prompts.len() != self.stamp.geometry().batch {
-            return Err(Error::Input(format!(
-                "{} prompts for a decoder of batch {}",
-                prompts.len(),
-                self.stamp.geometry().batch
-            )));
+        if prompts.len() != self.batch {
+            return Err(Error::Input(format!("{} prompts for a decoder of batch {}", prompts.len(), self.batch)));
         }
         if prompts.iter().any(Vec::is_empty) || n_tokens == 0 {
             return Err(Error::Input("generation needs non-empty prompts and at least one token".into()));

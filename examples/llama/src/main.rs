@@ -2,6 +2,7 @@
 //! step) on the GPU where there is one, else on the CPU backend.
 //!
 //!     cargo run -p llama --release [-- --config tiny --tokens 16 --batch 2 --cpu]
+//!     cargo run -p llama --release -- --prompt-ids 1,2,3/40,41 --tokens 8   (two sequences)
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,21 +25,53 @@ struct Args {
     /// Seed of the random weights.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The prompt's token ids, comma-separated (every sequence of the batch gets it).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
-    prompt_ids: Vec<u32>,
+    /// The prompts' token ids, comma-separated, with `/` between the prompts of different
+    /// sequences (`1,2,3/40,41`); a single prompt is every sequence's.
+    #[arg(long, default_value = "1,2,3", value_parser = parse_prompts)]
+    prompt_ids: Prompts,
     /// Tokens to generate per sequence.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
     tokens: u32,
-    /// Sequences per step (a megakernel is stamped for: tiny 1, 2; llama-3.2-1b 1, 8; llama-3.1-8b 1).
-    #[arg(long, default_value_t = 1)]
-    batch: usize,
+    /// Sequences per step, 1 to 64 (tiny: 1 to 4) [default: the number of prompts]. The
+    /// megakernels are stamped for batches 1, 8, 32 and 64 (tiny: 1 to 4); a batch between
+    /// them runs on the next larger one, its spare slots idle.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    batch: Option<u32>,
     /// Writes the last step's logits [batch, vocab] (f32) to this .npy file.
     #[arg(long)]
     logits: Option<PathBuf>,
     /// Run on the CPU backend even where there is a GPU.
     #[arg(long)]
     cpu: bool,
+}
+
+/// The prompts of `--prompt-ids`, one or one per sequence.
+#[derive(Clone, Debug)]
+struct Prompts(Vec<Vec<u32>>);
+
+fn parse_prompts(text: &str) -> Result<Prompts, String> {
+    let prompt = |p: &str| -> Result<Vec<u32>, String> {
+        let ids = p.split(',').map(|id| id.trim().parse::<u32>().map_err(|e| format!("token id `{id}`: {e}")));
+        let ids = ids.collect::<Result<Vec<u32>, String>>()?;
+        if ids.is_empty() { Err("an empty prompt".into()) } else { Ok(ids) }
+    };
+    text.split('/').map(prompt).collect::<Result<_, _>>().map(Prompts)
+}
+
+impl Args {
+    /// The prompt of each sequence: `--prompt-ids` for every sequence of `--batch`, or one
+    /// each.
+    fn prompts(&self) -> Result<Vec<Vec<u32>>, String> {
+        let given = &self.prompt_ids.0;
+        match (given.len(), self.batch.map(|b| b as usize)) {
+            (1, batch) => Ok(vec![given[0].clone(); batch.unwrap_or(1)]),
+            (_, None) => Ok(given.clone()),
+            (n, Some(batch)) if n == batch => Ok(given.clone()),
+            (n, Some(batch)) => {
+                Err(format!("{n} prompts for --batch {batch}: give one prompt (every sequence's) or one per sequence"))
+            }
+        }
+    }
 }
 
 fn main() {
@@ -70,6 +103,8 @@ fn decode<B: Backend>(
     default_config: &str,
     gpu: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let prompts = args.prompts()?;
+    let batch = prompts.len();
     // created now so that a path that cannot be written fails before the run, not after
     let logits = args.logits.as_deref().map(llama::npy::NpyFile::create).transpose()?;
     let weights = match &args.weights {
@@ -84,22 +119,22 @@ fn decode<B: Backend>(
         }
     };
     if let (Some(name), Some(_)) = (&args.config, &args.weights)
-        && llama::Stamp::find(&LlamaConfig::preset(name)?, args.batch)?
-            != llama::Stamp::find(&weights.config, args.batch)?
+        && llama::Stamp::find(&LlamaConfig::preset(name)?, batch)? != llama::Stamp::find(&weights.config, batch)?
     {
         return Err(format!("--config {name} does not have the shapes of the weights in the directory").into());
     }
     // the cache holds what generation attends over: the prompt and the tokens fed back
-    let positions = (args.prompt_ids.len() + args.tokens as usize).saturating_sub(1).max(1);
-    let mut decoder = Decoder::new(backend, &weights, args.batch, positions, LaunchOptions::default())?;
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(1);
+    let positions = (longest + args.tokens as usize).saturating_sub(1).max(1);
+    let mut decoder = Decoder::new(backend, &weights, batch, positions, LaunchOptions::default())?;
+    let slots = decoder.stamp().geometry().batch;
     println!(
-        "megakernel {:?}: {} layers, batch {}, KV cache of {} positions",
+        "megakernel {:?}: {} layers, batch {batch}{}, KV cache of {} positions",
         decoder.stamp(),
         weights.config.num_layers,
-        args.batch,
+        if slots > batch { format!(" ({} idle slots)", slots - batch) } else { String::new() },
         decoder.max_positions()
     );
-    let prompts = vec![args.prompt_ids.clone(); args.batch];
     if gpu {
         println!("compiling the megakernel with NVRTC at the first step (cached on disk afterwards) ...");
     }
@@ -136,8 +171,8 @@ fn decode<B: Backend>(
             "{n} steps after the first: {:.3} ms per step (kernel {:.3} ms), {:.1} tokens/s ({} sequences)",
             per_step.as_secs_f64() * 1e3,
             (kernel / n).as_secs_f64() * 1e3,
-            args.batch as f64 / per_step.as_secs_f64(),
-            args.batch
+            batch as f64 / per_step.as_secs_f64(),
+            batch
         );
     }
     println!("total {:.2} s (first step {:.2} s)", total.as_secs_f64(), first.as_secs_f64());

@@ -1,6 +1,7 @@
 //! The decode megakernel of llama-3.2-1b (random weights) on the GPU against the CPU
 //! [`Reference`]: every step's logits within bf16 tolerance at B = 1 and 8, and a 24-token
-//! greedy run token for token; the batch-32 and 64 stamps row by row against batch 8's.
+//! greedy run token for token; the batch-32 and 64 stamps, and batches 3 and 20 on the
+//! stamps of 8 and 32 (idle slots), row by row against batch 8's.
 //! The GPU sums in other orders than the CPU (warp shuffles,
 //! split-KV chunks): a step's token is compared where the reference's top-2 margin is
 //! more than twice the step's largest logit difference, which is exactly where no
@@ -128,9 +129,10 @@ fn generation_feeding_tokens_back_on_the_device_equals_writing_them_from_the_hos
 /// against the batch-8 stamp (fused norms, whole projections), which the test above holds
 /// to the CPU reference: sequences are independent, so each row of a large batch, fed
 /// the tokens of one of the eight prompts, has that prompt's batch-8 logits, step by step.
+/// Batches 3 and 20 run on the stamps of 8 and 32 with idle slots, and so must theirs.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn llama_3_2_1b_batches_32_and_64_give_each_sequence_its_batch_8_logits() {
+fn llama_3_2_1b_every_batch_gives_each_sequence_its_batch_8_logits() {
     let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}"));
     let w = weights();
     let vocab = w.config.vocab_size;
@@ -145,7 +147,7 @@ fn llama_3_2_1b_batches_32_and_64_give_each_sequence_its_batch_8_logits() {
         last = step.next.clone();
         want.push((input, step.logits.unwrap()));
     }
-    for batch in [32, 64] {
+    for batch in [3, 20, 32, 64] {
         let mut dec = Decoder::new(&gpu, &w, batch, steps, LaunchOptions::default()).unwrap();
         for (pos, (input, logits)) in want.iter().enumerate() {
             let tokens: Vec<u32> = (0..batch).map(|b| input[b % 8]).collect();

@@ -1,6 +1,7 @@
 //! The decode megakernel on the CPU backend against the sequential [`Reference`]: the
 //! tiny config, every step's logits and next token, greedy generation token for token, at
-//! batch 1, 2 and 4 (each attention form of `decode_step!`), under chaos (random placement, order, pops and sleeps) with several
+//! batch 1, 2, 3 and 4 (each attention form of `decode_step!`) and smaller batches on the
+//! stamps of larger ones (idle slots), under chaos (random placement, order, pops and sleeps) with several
 //! seeds and both schedules. The reference rounds where the megakernel stores, and the
 //! CPU ops sum in the reference's order, so the only difference left is the split-KV
 //! attention's merge of chunk partials (f32 rounding, then an occasional bf16 ulp).
@@ -138,7 +139,13 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
     let w = tiny(0);
     let cpu = Cpu::new();
     let err = |r: llama::Result<Decoder<'_, Cpu>>| r.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(err(Decoder::new(&cpu, &w, 5, 32, LaunchOptions::default())).contains("batches: 1, 2, 3, 4"));
+    let e = err(Decoder::new(&cpu, &w, 5, 32, LaunchOptions::default()));
+    assert!(e.contains("a batch of 5 with this model: it takes 1 to 4 sequences (stamped batches: 1, 2, 3, 4"), "{e}");
+    assert!(err(Decoder::new(&cpu, &w, 0, 32, LaunchOptions::default())).contains("a batch of 0"));
+    let e = err(Decoder::on_stamp(&cpu, &w, Stamp::TinyB2, 3, 32, LaunchOptions::default()));
+    assert!(e.contains("a batch of 3 on the megakernel TinyB2, which runs 1 to 2 sequences"), "{e}");
+    let e = err(Decoder::on_stamp(&cpu, &w, Stamp::Llama1bB1, 1, 32, LaunchOptions::default()));
+    assert!(e.contains("the megakernel Llama1bB1 does not have this model's shapes"), "{e}");
     let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
     assert!(err(Decoder::new(&cpu, &odd, 1, 32, LaunchOptions::default())).contains("no decode megakernel is stamped"));
     // the cache's length is the host's choice, within the model's context
@@ -158,6 +165,39 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
         let want = Reference::new(&w).generate(&[vec![9, 8]], 3).unwrap().tokens;
         assert_eq!(side_by_side(&w, &[vec![9, 8]], 3, LaunchOptions::default()), want, "{layers} layers");
     }
+}
+
+#[test]
+fn a_batch_smaller_than_its_megakernel_runs_with_idle_slots_and_matches_the_reference() {
+    let prompts = [vec![7u32, 8, 9], vec![100], vec![3, 4]];
+    let cases = [
+        (1, Stamp::TinyB4, 11, ScheduleKind::Static),
+        (3, Stamp::TinyB4, 12, ScheduleKind::Dynamic),
+        (2, Stamp::TinyB3, 13, ScheduleKind::Static),
+    ];
+    for (batch, stamp, seed, schedule) in cases {
+        let w = tiny(seed);
+        let prompts = &prompts[..batch];
+        let want = Reference::new(&w).generate(prompts, 5).unwrap();
+        let cpu = Cpu::new();
+        // the prompts' lengths differ: host-written steps, then fed-back ones, then host-written again
+        let mut dec = Decoder::on_stamp(&cpu, &w, stamp, batch, 8, options(schedule, Some(seed))).unwrap();
+        assert_eq!((dec.stamp(), dec.batch()), (stamp, batch));
+        let run = dec.generate(prompts, 5, |_, step| assert_eq!(step.next.len(), batch)).unwrap();
+        assert_eq!(run.tokens, want.tokens, "batch {batch} on {stamp:?}");
+        assert_eq!(run.logits.shape(), &[batch, 256]);
+        assert!(max_error(&run.logits, &want.logits) <= LOGIT_TOL);
+        // a step written by the host after the fed-back ones (idle slots back at position 0)
+        let step = dec.step(&vec![5; batch], &vec![0; batch], true).unwrap();
+        let fresh = Reference::new(&w).generate(&vec![vec![5]; batch], 1).unwrap();
+        assert_eq!(step.next, fresh.tokens.concat());
+    }
+    // each batch of a preset runs on the stamp with the fewest slots that hold it
+    let one_b = LlamaConfig::preset("llama-3.2-1b").unwrap();
+    let found: Vec<Stamp> = [1, 2, 8, 9, 32, 33, 64].iter().map(|&b| Stamp::find(&one_b, b).unwrap()).collect();
+    use Stamp::*;
+    assert_eq!(found, [Llama1bB1, Llama1bB8, Llama1bB8, Llama1bB32, Llama1bB32, Llama1bB64, Llama1bB64]);
+    assert!(Stamp::find(&one_b, 65).unwrap_err().to_string().contains("it takes 1 to 64 sequences"));
 }
 
 /// Drives a fresh decoder step by step with every token id uploaded from the host, the
