@@ -3,14 +3,14 @@
 //!
 //! [`Decoder::new`] picks the megakernel stamped for the weights' shapes and the batch
 //! size ([`Stamp`]: the stamp of exactly that batch, else the smallest larger one, whose
-//! spare sequence slots run idle), packs the weights into the layouts it reads (the fused QKV weight,
-//! every stacked tensor flattened to the rank its op takes) and uploads them with the
-//! KV cache, the per-layer activations and the step's inputs (token ids and positions);
-//! nothing is rebuilt or allocated between steps. The step inputs are two pairs of device
-//! buffers: a step reads one pair and the megakernel writes its tokens and the next
-//! positions into the other, which the next step reads; the host uploads only inputs that
-//! differ from those, so a step of generation (tokens fed back at the next position)
-//! uploads nothing.
+//! spare sequence slots run idle), packs the weights into the layouts it reads (the
+//! fused QKV weight, every stacked tensor flattened to the rank its op takes) and uploads
+//! them with the KV cache, the per-layer activations and the step's inputs (token ids
+//! and positions); nothing is rebuilt or allocated between steps. The step inputs are
+//! two pairs of device buffers: a step reads one pair and the megakernel writes its
+//! tokens and the next positions into the other, which the next step reads; the host
+//! uploads only inputs that differ from those, so a step of generation (tokens fed back
+//! at the next position) uploads nothing.
 
 use crate::config::LlamaConfig;
 use crate::decode::{
@@ -262,8 +262,8 @@ pub struct Decoder<'b, Bk: Backend> {
     logits: Bk::Tensor<f32>,
     best: Bk::Tensor<f32>,
     index: Bk::Tensor<i32>,
-    /// The step inputs, two pairs of token ids and positions, one per slot: a step reads pair
-    /// `cur` and writes its argmax and its positions + 1 into the other, which the next
+    /// The step inputs, two pairs of token ids and positions, one per slot: a step reads
+    /// pair `cur` and writes its argmax and its positions + 1 into the other, which the next
     /// step reads (so a step of generation uploads nothing).
     inputs: [StepInputs<Bk>; 2],
     /// The pair the next step reads.
