@@ -8,11 +8,11 @@
 //! (and checked again on the real sizes at every launch), and so are data races
 //! ([`races_at_sample_sizes`]).
 
-use crate::affine::Affine;
+use crate::affine::{Affine, Term};
 use crate::race::Race;
 use crate::resolve::order::{closed_cycle, kahn};
 use crate::resolve::{CountProblemKind, Resolved, TaskId, dim_plan};
-use crate::spec::{Access, Count, DimKind, EventAccess, GraphSpec, Index, List};
+use crate::spec::{Access, Condition, Count, DimKind, EventAccess, GraphSpec, GroupSpec, Index, List};
 
 /// Which statement of a tile body an access is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -527,13 +527,7 @@ pub fn check_conditions(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 format!("a condition reads an `i32` or `u32` tensor, but `{}` holds `{}`", ts.name, ts.dtype),
             ));
         }
-        let first_stmt = group
-            .waits
-            .iter()
-            .map(|w| w.stmt)
-            .chain(group.signals.iter().map(|s| s.stmt))
-            .chain(group.tiles.iter().map(|t| t.stmt))
-            .min();
+        let first_stmt = guard_stmt(group);
         let guard = group.waits.iter().find(|w| Some(w.stmt) == first_stmt);
         match guard {
             Some(w) if w.index.iter().all(|ix| matches!(ix, Index::At(_))) => {}
@@ -925,42 +919,101 @@ fn strongly_connected(n: usize, edges: &[(u32, u32, usize, u16)]) -> Vec<usize> 
     (0..n).map(|a| (0..n).find(|&b| reach[a][b] && reach[b][a]).unwrap_or(a)).collect()
 }
 
-/// Rule: a group without a condition does not wait on an element of an inferred-count
+/// Rule: no task waits, where it may be left waiting, on an element of an inferred-count
 /// event that a group with a condition may signal. An inactive task signals nothing, so
-/// the count inferred from every task is more than arrives and the wait never finishes.
-/// A waiter with a condition of its own is let through (the MoE expert groups share
-/// `m * R < counts[e]`, so the waiter is inactive exactly when its producer is), and so
-/// is a declared count (`count = N` or `dyn`), which states what arrives.
+/// the count inferred from every task is more than arrives. A wait is safe only when the
+/// waiter is inactive whenever a producer of its element is: a `wait!` after the guard of
+/// a group whose condition is the producer's, on the same element for the same values of
+/// the tile indices the condition reads (the MoE expert groups share `m * R < counts[e]`
+/// and wait `gathered[e, m]`). A guard is waited before its group's condition is read, so
+/// it is never safe; nor is any wait of a group without a condition, or with another
+/// condition. A declared count (`count = N` or `dyn`) states what arrives, and is let through.
 pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
-    for (p, producer) in spec.groups.iter().enumerate().filter(|(_, g)| g.condition.is_some()) {
-        for (c, consumer) in spec.groups.iter().enumerate().filter(|(_, g)| g.condition.is_none()) {
+    for (p, producer) in spec.groups.iter().enumerate() {
+        let Some(condition) = &producer.condition else {
+            continue;
+        };
+        for (c, consumer) in spec.groups.iter().enumerate() {
+            let guard = guard_stmt(consumer);
             for (k, w) in consumer.waits.iter().enumerate() {
                 if !matches!(spec.events[w.event as usize].count, Count::Inferred) {
                     continue;
                 }
                 // the producer's signals and this wait can share an element (a wait
                 // that provably misses them, `Never`, is no concern)
-                let meets = producer
-                    .signals
-                    .iter()
-                    .filter(|s| s.event == w.event)
-                    .any(|s| crate::ranking::pair_meets(spec, p, s, c, w));
-                if meets {
-                    out.push(error(
-                        access_at(c, AccessKind::Wait, k, None),
+                let signals = producer.signals.iter().filter(|s| s.event == w.event);
+                let meeting: Vec<&EventAccess> =
+                    signals.filter(|s| crate::ranking::pair_meets(spec, p, s, c, w)).collect();
+                if meeting.is_empty() {
+                    continue;
+                }
+                let is_guard = consumer.condition.is_some() && Some(w.stmt) == guard;
+                let shares_condition = !is_guard
+                    && consumer.condition.as_ref() == Some(condition)
+                    && meeting.iter().all(|s| pins_condition_vars(condition, s, w));
+                if shares_condition {
+                    continue;
+                }
+                let (why, fix) = if is_guard {
+                    (
+                        format!(
+                            "the guard of `{}`'s condition waits on event `{}`, which `{}` signals only when its condition holds",
+                            consumer.name, spec.events[w.event as usize].name, producer.name
+                        ),
+                        format!(
+                            "a guard is waited before the condition is read, so an inactive `{}` task leaves it waiting: guard `{}` with an element every task signals, and wait on this one after it, or declare the count that arrives (`count = dyn(..)`)",
+                            producer.name, consumer.name
+                        ),
+                    )
+                } else {
+                    (
                         format!(
                             "`{}` waits on event `{}`, which `{}` signals only when its condition holds",
                             consumer.name, spec.events[w.event as usize].name, producer.name
                         ),
                         format!(
-                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` the same condition, or declare the count that arrives (`count = dyn(..)`, 0 where `{}` is inactive)",
+                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` the same condition over the tile indices that name the same element (after a guard that every task signals), or declare the count that arrives (`count = dyn(..)`, 0 where `{}` is inactive)",
                             producer.name, consumer.name, producer.name
                         ),
-                    ));
-                }
+                    )
+                };
+                out.push(error(access_at(c, AccessKind::Wait, k, None), why, fix));
             }
         }
     }
+}
+
+/// The statement position of a group's first statement (a conditional group's guard,
+/// when it is a `wait!`).
+fn guard_stmt(group: &GroupSpec) -> Option<u16> {
+    group
+        .waits
+        .iter()
+        .map(|w| w.stmt)
+        .chain(group.signals.iter().map(|s| s.stmt))
+        .chain(group.tiles.iter().map(|t| t.stmt))
+        .min()
+}
+
+/// Whether a shared element of `signal` and `wait` fixes every tile index that
+/// `condition` reads to the same value on both sides: each such index is one coordinate
+/// of both accesses on its own (`e` or `e + 3` in both, with the same offset), so that
+/// the producer's and the waiter's conditions, the same expression, read the same values.
+fn pins_condition_vars(condition: &Condition, signal: &EventAccess, wait: &EventAccess) -> bool {
+    let mut read: Vec<u16> = Vec::new();
+    for a in std::iter::once(&condition.lhs).chain(condition.at.iter()) {
+        for (t, _) in a.terms.iter() {
+            if let Term::Var(v) = t {
+                read.push(*v);
+            }
+        }
+    }
+    read.iter().all(|&v| {
+        signal.index.iter().zip(wait.index.iter()).any(|(si, wi)| match (si, wi) {
+            (Index::At(a), Index::At(b)) => a == b && a.terms.len() == 1 && a.terms[0] == (Term::Var(v), 1),
+            _ => false,
+        })
+    })
 }
 
 /// Rule (a note): every signalled event is waited on somewhere; signals that nothing

@@ -362,15 +362,38 @@ fn a_run_of_routing_positions_that_can_be_empty_is_an_error() {
 
 /// `s[e]` signals `g[e]`; `up[e]` (if `e < counts[e]`, guarded by `g[e]`) signals
 /// `d[e]`; `fin[e]` waits on `d[e]`.
-fn conditional(fin_condition: bool, count: Count) -> GraphSpec {
-    let cond = || et_graph::Condition { lhs: var(0), cmp: et_graph::Cmp::Lt, tensor: 0, at: vec![var(0)].into() };
+/// What `fin`, the waiter of `d[e]` that the conditional `up[e]` signals, looks like.
+#[derive(Clone, Copy)]
+enum Fin {
+    /// No condition: it waits `d[e]`.
+    Unconditional,
+    /// `up`'s condition, guarded by its wait on `d[e]` itself.
+    GuardedByD,
+    /// `up`'s condition, guarded by `g[e]` (every `s` signals it), then `d[e]`.
+    SameCondition,
+    /// Another condition (`e + 1 < counts[e]`), guarded by `g[e]`, then `d[e]`.
+    OtherCondition,
+    /// `up`'s condition, guarded by `g[e]`, then `d[e + 1]`: the element of another `up`.
+    OtherElement,
+}
+
+fn conditional(fin_kind: Fin, count: Count) -> GraphSpec {
+    let cond = |lhs| et_graph::Condition { lhs, cmp: et_graph::Cmp::Lt, tensor: 0, at: vec![var(0)].into() };
     let mut up = group("up", &["e"], vec![dim(0)], vec![at(0, vec![point(var(0))])], vec![at(1, vec![point(var(0))])]);
-    up.condition = Some(cond());
-    let mut fin = group("fin", &["e"], vec![dim(0)], vec![at(1, vec![point(var(0))])], vec![]);
-    if fin_condition {
+    up.condition = Some(cond(var(0)));
+    let e = || vec![point(var(0))];
+    let (waits, condition) = match fin_kind {
+        Fin::Unconditional => (vec![at(1, e())], None),
         // its guard is its first statement, the wait on d[e]
-        fin.condition = Some(cond());
-    }
+        Fin::GuardedByD => (vec![at(1, e())], Some(cond(var(0)))),
+        Fin::SameCondition => (vec![at(0, e()), at(1, e())], Some(cond(var(0)))),
+        Fin::OtherCondition => (vec![at(0, e()), at(1, e())], Some(cond(var(0).add(&lit(1))))),
+        Fin::OtherElement => (vec![at(0, e()), at(1, vec![point(var(0).add(&lit(1)))])], Some(cond(var(0)))),
+    };
+    // `d[e + 1]` stays inside `d` over `e < E - 1`
+    let domain = if matches!(fin_kind, Fin::OtherElement) { dim(0).sub(&lit(1)) } else { dim(0) };
+    let mut fin = group("fin", &["e"], vec![domain], waits, vec![]);
+    fin.condition = condition;
     graph(
         "conditional",
         vec![symbolic("E")],
@@ -381,13 +404,22 @@ fn conditional(fin_condition: bool, count: Count) -> GraphSpec {
 }
 
 #[test]
-fn an_unconditional_wait_on_a_conditional_signal_is_an_error() {
-    let d = check(&conditional(false, Count::Inferred));
-    assert_eq!(d.len(), 1, "{d:?}");
-    assert_eq!(d[0].message, "`fin` waits on event `d`, which `up` signals only when its condition holds");
-    // a waiter under a condition of its own, or a declared count, is let through
-    assert_eq!(check(&conditional(true, Count::Inferred)), vec![]);
-    let declared = check(&conditional(false, Count::Fixed(lit(1))));
+fn a_wait_that_an_inactive_producer_can_leave_waiting_is_an_error() {
+    let messages =
+        |fin| -> Vec<String> { check(&conditional(fin, Count::Inferred)).into_iter().map(|d| d.message).collect() };
+    let waits = "`fin` waits on event `d`, which `up` signals only when its condition holds";
+    assert_eq!(messages(Fin::Unconditional), [waits]);
+    assert_eq!(messages(Fin::OtherCondition), [waits]);
+    assert_eq!(messages(Fin::OtherElement), [waits]);
+    // a guard is waited before the condition is read, whatever the condition
+    assert_eq!(
+        messages(Fin::GuardedByD),
+        ["the guard of `fin`'s condition waits on event `d`, which `up` signals only when its condition holds"]
+    );
+    // the producer's condition over the same element, after a guard every task signals
+    assert_eq!(messages(Fin::SameCondition), Vec::<String>::new());
+    // a declared count states what arrives
+    let declared = check(&conditional(Fin::Unconditional, Count::Fixed(lit(1))));
     assert!(declared.iter().all(|d| !d.message.contains("only when its condition holds")), "{declared:?}");
 }
 
@@ -465,9 +497,9 @@ fn launch_shapes_that_push_an_expression_past_two_to_the_48_are_an_error() {
     assert_eq!(et_graph::resolve::resolve_dims(&spec, &[vec![16]]), Ok(vec![16]));
 }
 
-/// `conditional(false, ..)` with its count read per element from a second tensor, `cnt`.
+/// `conditional(Fin::Unconditional, ..)` with its count read per element from a second tensor, `cnt`.
 fn conditional_dyn() -> GraphSpec {
-    let mut spec = conditional(false, Count::PerElement { tensor: 1 });
+    let mut spec = conditional(Fin::Unconditional, Count::PerElement { tensor: 1 });
     spec.tensors.to_mut().push(tensor("cnt", DType::U32, vec![dim(0)], Access::Read));
     spec
 }
@@ -485,7 +517,7 @@ fn a_conditional_producer_takes_the_count_that_arrives() {
     let all = Launch(vec![vec![2], vec![2]], vec![vec![2, 2], vec![1, 1]]);
     assert_eq!(&Resolved::new(&spec, &all).unwrap().target[2..4], &[1, 1]);
     // a fixed count of a conditional producer's event is taken as declared too
-    let fixed = conditional(false, Count::Fixed(lit(0)));
+    let fixed = conditional(Fin::Unconditional, Count::Fixed(lit(0)));
     let r = Resolved::new(&fixed, &Launch(vec![vec![2]], vec![vec![0, 0]])).unwrap();
     assert_eq!(&r.target[2..4], &[0, 0]);
 }
@@ -521,14 +553,14 @@ fn conditional_fan_in(count: Count) -> GraphSpec {
 #[test]
 fn a_count_above_every_signal_that_can_arrive_is_an_error() {
     // one conditional signal per element, a count of 2: unreachable at every size
-    let d = check(&conditional(false, Count::Fixed(lit(2))));
+    let d = check(&conditional(Fin::Unconditional, Count::Fixed(lit(2))));
     assert!(
         d.iter().any(|d| d.severity == Severity::Error
             && d.message.starts_with("count 2 can never be reached: `d[0]` receives at most 1 signal per launch")),
         "{d:?}"
     );
     let launch = Launch(vec![vec![2]], vec![vec![2, 2]]);
-    let err = Resolved::new(&conditional(false, Count::Fixed(lit(2))), &launch).unwrap_err().to_string();
+    let err = Resolved::new(&conditional(Fin::Unconditional, Count::Fixed(lit(2))), &launch).unwrap_err().to_string();
     assert!(err.contains("d[0] receives at most 1 signal") && err.contains("could never run"), "{err}");
     // reachable from F = 2 on: it compiles, and only a launch at F = 1 is refused
     let spec = conditional_fan_in(Count::Fixed(lit(2)));
@@ -547,7 +579,7 @@ fn a_count_above_every_signal_that_can_arrive_is_an_error() {
 fn an_inferred_count_of_a_conditional_producer_is_still_checked() {
     // `fin` shares the condition: the count is the tally over every task, checked as ever
     // and is checked as ever: `up[e]` signalling d[0] leaves d[1] unsignalled
-    let mut spec = conditional(true, Count::Inferred);
+    let mut spec = conditional(Fin::SameCondition, Count::Inferred);
     spec.groups.to_mut()[1].signals = vec![at(1, vec![point(lit(0))])].into();
     let r = Resolved::shapes_only(&spec, vec![vec![2]]).unwrap();
     let p = r.count_problems();

@@ -114,8 +114,8 @@ impl Resolved<'_> {
     /// declared count whose signals resolution cannot tally (see
     /// [`Resolved::signals_known`]: routing data, any data at compile time, or a group
     /// with a condition) is counted on the device instead. An inferred count signalled
-    /// by a conditional group is the tally over every task (its waiters share the
-    /// producer's condition, see `check_conditional_signals`) and is checked here; a
+    /// by a conditional group is the tally over every task (its waiters are inactive
+    /// wherever a producer of their element is, see `check_conditional_signals`) and is checked here; a
     /// declared one must not exceed that tally, an upper bound of what can arrive.
     pub fn count_problems(&self) -> Vec<CountProblem> {
         let mut out = Vec::new();
