@@ -16,15 +16,19 @@
 //!
 //! Cost, for launch-time use on large graphs: overlapping pairs are found per tensor by
 //! bucketing boxes into a grid whose cells are the smallest tile extents, each pair
-//! examined only in the cell that holds its overlap's low corner; reachability runs
-//! for batches of 256 source ops at once, as bit masks pushed along one topological
-//! order from the batch's first source to its last target.
+//! examined only in the cell that holds its overlap's low corner; a pair whose later task
+//! waits on an element the earlier one signals (one hop, most pairs of a correct graph)
+//! is ordered at once; for the others reachability runs for batches of 256 source ops at
+//! once, as bit masks pushed along one topological order from the batch's first source
+//! to its last target. The launch of llama-3.2-1b's batch-8 step (11909 tasks, a million
+//! overlapping pairs) resolves in 0.13 s on the CPU this was written on, 0.34 s before
+//! the one-hop check.
 
 use std::fmt;
 
 use crate::observed::{Observed, TaskRun, Touch, run_boxes};
 use crate::resolve::{Resolved, TaskId};
-use crate::spec::{Access, EventAccess, GroupSpec, ReadSite};
+use crate::spec::{Access, EventAccess, GraphSpec, GroupSpec, ReadSite};
 
 /// One side of a race: a tile argument of an op call in one task, or a read of index
 /// data outside ops (a signal's data index, a condition: see
@@ -148,27 +152,36 @@ fn races_among(r: &Resolved<'_>, boxes: Vec<Boxes>, observed: Option<&Observed>,
         return Vec::new();
     };
     let side = |t: usize, k: usize| boxes[t].tiles[k];
-    // each query: (source task, source op, target task, target op), source earlier in
-    // the topological order
-    let mut queries: Vec<Query> = pairs
-        .iter()
-        .map(|&(t, a, b)| {
-            let (x, y) = (side(t, a), side(t, b));
-            let (x, y) = if hb.pos[x.task as usize] < hb.pos[y.task as usize] { (x, y) } else { (y, x) };
-            (hb.pos[x.task as usize], x.task, x.stmt, y.task, y.stmt)
-        })
-        .collect();
-    queries.sort_unstable();
-    queries.dedup();
+    // each pair's query: (source task, source op, target task, target op), source earlier
+    // in the topological order; pairs of the same tasks and ops share one. A pair whose
+    // later task waits, before its op, on an element that the earlier one signals after
+    // its own (most pairs of a correct graph: a reader and the writer it waits for) is
+    // ordered at once, and asks no query.
+    const DIRECT: u32 = u32::MAX;
+    let mut query_of = vec![DIRECT; pairs.len()];
+    let mut keyed: Vec<(Query, u32)> = Vec::new();
+    for (i, &(t, a, b)) in pairs.iter().enumerate() {
+        let (x, y) = (side(t, a), side(t, b));
+        let (x, y) = if hb.pos[x.task as usize] < hb.pos[y.task as usize] { (x, y) } else { (y, x) };
+        if !hb.directly_ordered(r.spec, (x.task, x.stmt), (y.task, y.stmt)) {
+            keyed.push(((hb.pos[x.task as usize], x.task, x.stmt, y.task, y.stmt), i as u32));
+        }
+    }
+    keyed.sort_unstable();
+    let mut queries: Vec<Query> = Vec::new();
+    for &(q, i) in &keyed {
+        if queries.last() != Some(&q) {
+            queries.push(q);
+        }
+        query_of[i as usize] = (queries.len() - 1) as u32;
+    }
+    drop(keyed);
     let ordered = hb.ordered(&queries);
     let mut racing: Vec<(usize, usize, usize)> = pairs
         .into_iter()
-        .filter(|&(t, a, b)| {
-            let (x, y) = (side(t, a), side(t, b));
-            let (x, y) = if hb.pos[x.task as usize] < hb.pos[y.task as usize] { (x, y) } else { (y, x) };
-            let q = queries.binary_search(&(hb.pos[x.task as usize], x.task, x.stmt, y.task, y.stmt));
-            !ordered[q.expect("every pair has its query")]
-        })
+        .enumerate()
+        .filter(|&(i, _)| query_of[i] != DIRECT && !ordered[query_of[i] as usize])
+        .map(|(_, pair)| pair)
         .map(|(t, a, b)| {
             // first side: the one earlier in the text, then in task order
             let key = |k: usize| {
@@ -588,19 +601,39 @@ impl HappensBefore {
         (order.len() == n).then_some(order)
     }
 
+    /// Whether op `from` (task, statement) happens before op `to` through one event: a
+    /// signal of `from`'s task after its op shares an element with a wait of `to`'s task
+    /// before its op (an op sorts before a signal at the same position, see `bodies`).
+    fn directly_ordered(&self, spec: &GraphSpec, from: (TaskId, u16), to: (TaskId, u16)) -> bool {
+        let (sent, waited) =
+            (&spec.groups[self.group[from.0 as usize] as usize], &spec.groups[self.group[to.0 as usize] as usize]);
+        let signals = self.task_rows(&self.signals, &self.first_signal, from.0 as usize);
+        let waits = self.task_rows(&self.waits, &self.first_wait, to.0 as usize);
+        sent.signals
+            .iter()
+            .zip(signals)
+            .filter(|(a, _)| a.stmt >= from.1)
+            .any(|(_, s)| waited.waits.iter().zip(waits).filter(|(a, _)| a.stmt < to.1).any(|(_, w)| sorted_meet(s, w)))
+    }
+
     /// For each query `(_, source task, source op, target task, target op)` (the source
-    /// earlier in the order), whether the source op happens before the target op.
+    /// earlier in the order), whether the source op happens before the target op. The
+    /// queries are sorted and distinct.
     ///
     /// Runs forward from the sources, or backward from the targets where there are fewer
     /// distinct targets (many writers read by one task through a long chain).
     fn ordered(&self, queries: &[Query]) -> Vec<bool> {
-        let distinct = |key: &dyn Fn(&Query) -> (TaskId, u16)| {
-            let mut v: Vec<(TaskId, u16)> = queries.iter().map(key).collect();
-            v.sort_unstable();
-            v.dedup();
-            v.len()
-        };
-        let backward = distinct(&|q| (q.3, q.4)) < distinct(&|q| (q.1, q.2));
+        // sorted queries list each source's together
+        let sources = queries
+            .iter()
+            .enumerate()
+            .filter(|&(k, q)| k == 0 || (q.1, q.2) != (queries[k - 1].1, queries[k - 1].2))
+            .count();
+        let mut targets: Vec<u64> = queries.iter().map(|q| (u64::from(q.3) << 16) | u64::from(q.4)).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let backward = targets.len() < sources;
+        drop(targets);
         let n = self.order.len() as u32;
         // (walk position of `from`, from task, from op, to task, to op, query)
         let mut walk: Vec<(u32, TaskId, u16, TaskId, u16, usize)> = queries
@@ -612,7 +645,10 @@ impl HappensBefore {
                 },
             )
             .collect();
-        walk.sort_unstable();
+        // forward, the walk is the queries' own order
+        if backward {
+            walk.sort_unstable();
+        }
         let (incoming, outgoing) = if backward {
             ((&self.signals, &self.first_signal), (&self.waits, &self.first_wait))
         } else {
@@ -716,6 +752,23 @@ impl HappensBefore {
         }
         out
     }
+}
+
+/// Whether two sorted lists share a value.
+fn sorted_meet(a: &[u32], b: &[u32]) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if short.len() * 8 < long.len() {
+        return short.iter().any(|v| long.binary_search(v).is_ok());
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < short.len() && j < long.len() {
+        match short[i].cmp(&long[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
 }
 
 /// The elements an access touches; without index data (at compile time), a
