@@ -343,13 +343,19 @@ fn condition(tts: Vec<proc_macro2::TokenTree>) -> syn::Result<ConditionExpr> {
     for k in 0..tts.len() {
         let (Some((c, spacing)), next) = (punct(k), punct(k + 1)) else { continue };
         let eq_next = spacing == Spacing::Joint && next.map(|n| n.0) == Some('=');
+        // `<` and `>` alone, or glued to what is not an operator of theirs (`n[0]>-1`
+        // lexes `>` joint with `-`); not the second half of `->`, `=>`, `<<` or `>>`
+        let glued_after =
+            k > 0 && matches!(punct(k - 1), Some((p, Spacing::Joint)) if matches!(p, '-' | '=' | '<' | '>'));
+        let single =
+            !glued_after && (spacing == Spacing::Alone || next.is_none_or(|n| !matches!(n.0, '<' | '>' | '=')));
         let found = match c {
             '<' if eq_next => Some((et_graph::Cmp::Le, 2)),
             '>' if eq_next => Some((et_graph::Cmp::Ge, 2)),
             '=' if eq_next => Some((et_graph::Cmp::Eq, 2)),
             '!' if eq_next => Some((et_graph::Cmp::Ne, 2)),
-            '<' if spacing == Spacing::Alone => Some((et_graph::Cmp::Lt, 1)),
-            '>' if spacing == Spacing::Alone => Some((et_graph::Cmp::Gt, 1)),
+            '<' if single => Some((et_graph::Cmp::Lt, 1)),
+            '>' if single => Some((et_graph::Cmp::Gt, 1)),
             _ => None,
         };
         if let Some(f) = found {
@@ -542,6 +548,16 @@ mod tests {
         assert_eq!(twice.err().map(|e| e.to_string()).as_deref(), Some("`cost` is given twice"));
         let unknown = syn::parse_str::<TileGroup>("g[e] in [E] if e < n[0], weight = 2 { wait!(r[0]); }");
         assert!(unknown.err().is_some_and(|e| e.to_string().contains("unknown tile argument `weight`")));
+    }
+
+    #[test]
+    fn a_comparison_glued_to_a_negative_number_is_split_there() {
+        for (text, cmp) in
+            [("n[0]>-1", et_graph::Cmp::Gt), ("e<-n[0]", et_graph::Cmp::Lt), ("e >= -2", et_graph::Cmp::Ge)]
+        {
+            let parsed = condition(text.parse::<TokenStream>().unwrap().into_iter().collect());
+            assert_eq!(parsed.map(|c| c.cmp).ok(), Some(cmp), "{text}");
+        }
     }
 
     #[test]

@@ -210,9 +210,10 @@ pub fn check_ranks(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     out.push(diag(
                         access_at(g, kind, k, Some(c)),
                         format!(
-                            "tensor `{}` has {} dimensions, but is indexed with {}",
+                            "tensor `{}` has {} dimension{}, but is indexed with {}",
                             t.name,
                             t.shape.len(),
+                            plural(t.shape.len()),
                             at.len()
                         ),
                     ));
@@ -226,7 +227,13 @@ pub fn check_ranks(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             if c.at.len() != t.shape.len() {
                 out.push(diag(
                     Location::Condition(g as u16),
-                    format!("tensor `{}` has {} dimensions, but is indexed with {}", t.name, t.shape.len(), c.at.len()),
+                    format!(
+                        "tensor `{}` has {} dimension{}, but is indexed with {}",
+                        t.name,
+                        t.shape.len(),
+                        plural(t.shape.len()),
+                        c.at.len()
+                    ),
                 ));
             }
         }

@@ -199,7 +199,7 @@ fn dims_resolve_with_clear_errors() {
     let err = Resolved::new(&spec, &Shapes(vec![vec![64, 100]])).unwrap_err().to_string();
     assert!(err.contains("declares `128`"), "{err}");
     let err = Resolved::new(&spec, &Shapes(vec![vec![64]])).unwrap_err().to_string();
-    assert!(err.contains("has 1 dimensions, but the megakernel declares 2"), "{err}");
+    assert!(err.contains("has 1 dimension, but the megakernel declares 2"), "{err}");
 }
 
 #[test]

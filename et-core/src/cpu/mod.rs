@@ -84,7 +84,7 @@ impl Backend for Cpu {
     type Tensor<T: Element> = Tensor<T>;
 
     fn describe(&self) -> String {
-        format!("cpu ({} workers)", self.workers)
+        format!("cpu ({} worker{})", self.workers, if self.workers == 1 { "" } else { "s" })
     }
 
     fn upload<T: Element>(&self, host: &Tensor<T>) -> Result<Tensor<T>> {

@@ -220,8 +220,9 @@ impl Resolved<'_> {
                 if most == 1 { "" } else { "s" }
             ),
             CountProblemKind::NotUniform { signals, other, other_signals } => format!(
-                "trigger count is not uniform: {} receives {other_signals} signals, {name} receives {signals}",
-                self.describe_element(other)
+                "trigger count is not uniform: {} receives {other_signals} signal{}, {name} receives {signals}",
+                self.describe_element(other),
+                if other_signals == 1 { "" } else { "s" }
             ),
         };
         ResolveError::Count { event: self.spec.events[p.event as usize].name.to_string(), message }

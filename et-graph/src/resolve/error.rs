@@ -88,7 +88,11 @@ impl fmt::Display for ResolveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ResolveError::Rank { tensor, expected, got } => {
-                write!(f, "tensor `{tensor}` has {got} dimensions, but the megakernel declares {expected}")
+                write!(
+                    f,
+                    "tensor `{tensor}` has {got} dimension{}, but the megakernel declares {expected}",
+                    if *got == 1 { "" } else { "s" }
+                )
             }
             ResolveError::Shape { tensor, dim, declared, expected, got, because } => {
                 write!(f, "tensor `{tensor}` dimension {dim} is {got}, but the megakernel declares `{declared}`")?;
