@@ -376,6 +376,13 @@ fn lower_events(
         if m.events[..k].iter().any(|o| o.name == ev.name) {
             errors.error(ev.name.span(), format!("event `{}` is declared twice", ev.name));
         }
+        if params.iter().any(|t| ev.name == t) {
+            // `e.tile(..)` and `signal!(e[..])` would name different things
+            errors.error(
+                ev.name.span(),
+                format!("event `{}` has the name of a tensor parameter; rename one of them", ev.name),
+            );
+        }
         spans.events.push(tokens(&ev.name));
         spans.event_extents.push(ev.shape.iter().map(tokens).collect());
         spans.counts.push(ev.count.as_ref().map(CountDecl::tokens));

@@ -278,8 +278,12 @@ impl Parse for TileGroup {
         let content;
         bracketed!(content in input);
         let domain: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
-        // `, cost = N` may come before the condition or after it
+        // `, cost = N` may come before the condition or after it (given twice before it,
+        // the second is the error)
         let mut cost = tile_cost(input, None)?;
+        while input.peek(Token![,]) && !input.peek2(syn::token::Brace) {
+            cost = tile_cost(input, cost)?;
+        }
         let condition = if input.peek(Token![if]) {
             input.parse::<Token![if]>()?;
             let mut tts = Vec::new();
@@ -492,6 +496,11 @@ fn index_expr(input: ParseStream) -> syn::Result<IndexExpr> {
         // at it (a group made by `quote!` would span the attribute)
         let mut tokens = tensor.to_token_stream();
         bracket.surround(&mut tokens, |t| at.to_tokens(t));
+        if !input.is_empty() && !input.peek(Token![,]) {
+            return Err(input.error(format!(
+                "a data index is a whole coordinate: `{tensor}[..]` cannot be combined with arithmetic (store the coordinate itself in `{tensor}`)"
+            )));
+        }
         return Ok(IndexExpr::Data { tensor, at: at.into_iter().collect(), tokens });
     }
     let e: Expr = input.parse()?;
@@ -544,8 +553,14 @@ mod tests {
             assert_eq!(group.cost.map(|c| c.base10_digits().to_string()).as_deref(), Some("3"), "{header}");
             assert!(group.condition.is_some(), "{header}");
         }
-        let twice = syn::parse_str::<TileGroup>("g[e] in [E], cost = 3 if e < n[0], cost = 2 { wait!(r[0]); }");
-        assert_eq!(twice.err().map(|e| e.to_string()).as_deref(), Some("`cost` is given twice"));
+        for twice in [
+            "g[e] in [E], cost = 3 if e < n[0], cost = 2 { wait!(r[0]); }",
+            "g[e] in [E], cost = 3, cost = 2 if e < n[0] { wait!(r[0]); }",
+            "g[e] in [E], cost = 3, cost = 2 { wait!(r[0]); }",
+        ] {
+            let err = syn::parse_str::<TileGroup>(twice).err().map(|e| e.to_string());
+            assert_eq!(err.as_deref(), Some("`cost` is given twice"), "{twice}");
+        }
         let unknown = syn::parse_str::<TileGroup>("g[e] in [E] if e < n[0], weight = 2 { wait!(r[0]); }");
         assert!(unknown.err().is_some_and(|e| e.to_string().contains("unknown tile argument `weight`")));
     }
@@ -558,6 +573,18 @@ mod tests {
             let parsed = condition(text.parse::<TokenStream>().unwrap().into_iter().collect());
             assert_eq!(parsed.map(|c| c.cmp).ok(), Some(cmp), "{text}");
         }
+    }
+
+    #[test]
+    fn a_data_index_with_arithmetic_is_named_as_such() {
+        for index in ["idx[t] + 1", "idx[t] * 2"] {
+            let err = syn::parse_str::<AccessExpr>(&format!("done[{index}]")).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.starts_with("a data index is a whole coordinate: `idx[..]`")),
+                "{err:?}"
+            );
+        }
+        assert!(syn::parse_str::<AccessExpr>("done[idx[t], 2]").is_ok());
     }
 
     #[test]
