@@ -251,21 +251,21 @@ impl Parse for EventArgs {
     }
 }
 
-/// A tile group's optional `, cost = N` argument; `before` is one already parsed (a
+/// A tile group's `, cost = N` arguments from here on; `cost` is one already parsed (a
 /// second is an error).
-fn tile_cost(input: ParseStream, before: Option<syn::LitInt>) -> syn::Result<Option<syn::LitInt>> {
-    if input.parse::<Option<Token![,]>>()?.is_none() {
-        return Ok(before);
+fn tile_cost(input: ParseStream, mut cost: Option<syn::LitInt>) -> syn::Result<Option<syn::LitInt>> {
+    while input.parse::<Option<Token![,]>>()?.is_some() {
+        let key: Ident = input.parse()?;
+        if key != "cost" {
+            return Err(syn::Error::new(key.span(), format!("unknown tile argument `{key}`; expected `cost = N`")));
+        }
+        if cost.is_some() {
+            return Err(syn::Error::new(key.span(), "`cost` is given twice"));
+        }
+        input.parse::<Token![=]>()?;
+        cost = Some(input.parse()?);
     }
-    let key: Ident = input.parse()?;
-    if key != "cost" {
-        return Err(syn::Error::new(key.span(), format!("unknown tile argument `{key}`; expected `cost = N`")));
-    }
-    if before.is_some() {
-        return Err(syn::Error::new(key.span(), "`cost` is given twice"));
-    }
-    input.parse::<Token![=]>()?;
-    Ok(Some(input.parse()?))
+    Ok(cost)
 }
 
 impl Parse for TileGroup {
@@ -278,12 +278,8 @@ impl Parse for TileGroup {
         let content;
         bracketed!(content in input);
         let domain: Vec<Expr> = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?.into_iter().collect();
-        // `, cost = N` may come before the condition or after it (given twice before it,
-        // the second is the error)
+        // `, cost = N` may come before the condition or after it
         let mut cost = tile_cost(input, None)?;
-        while input.peek(Token![,]) && !input.peek2(syn::token::Brace) {
-            cost = tile_cost(input, cost)?;
-        }
         let condition = if input.peek(Token![if]) {
             input.parse::<Token![if]>()?;
             let mut tts = Vec::new();

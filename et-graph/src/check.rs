@@ -12,7 +12,7 @@ use crate::affine::{Affine, Term};
 use crate::race::Race;
 use crate::resolve::order::{closed_cycle, kahn};
 use crate::resolve::{CountProblemKind, Resolved, TaskId, dim_plan};
-use crate::spec::{Access, Condition, Count, DimKind, EventAccess, GraphSpec, GroupSpec, Index, List};
+use crate::spec::{Access, Condition, Count, DimKind, EventAccess, GraphSpec, Index, List};
 
 /// Which statement of a tile body an access is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -534,8 +534,14 @@ pub fn check_conditions(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 format!("a condition reads an `i32` or `u32` tensor, but `{}` holds `{}`", ts.name, ts.dtype),
             ));
         }
-        let first_stmt = guard_stmt(group);
-        let guard = group.waits.iter().find(|w| Some(w.stmt) == first_stmt);
+        let first_stmt = group
+            .waits
+            .iter()
+            .map(|w| w.stmt)
+            .chain(group.signals.iter().map(|s| s.stmt))
+            .chain(group.tiles.iter().map(|t| t.stmt))
+            .min();
+        let guard = group.guard().filter(|w| Some(w.stmt) == first_stmt);
         match guard {
             Some(w) if w.index.iter().all(|ix| matches!(ix, Index::At(_))) => {}
             Some(_) => out.push(error(
@@ -941,7 +947,7 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             continue;
         };
         for (c, consumer) in spec.groups.iter().enumerate() {
-            let guard = guard_stmt(consumer);
+            let guard = consumer.guard().map(|w| w.stmt);
             for (k, w) in consumer.waits.iter().enumerate() {
                 if !matches!(spec.events[w.event as usize].count, Count::Inferred) {
                     continue;
@@ -954,7 +960,7 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 if meeting.is_empty() {
                     continue;
                 }
-                let is_guard = consumer.condition.is_some() && Some(w.stmt) == guard;
+                let is_guard = Some(w.stmt) == guard;
                 let shares_condition = !is_guard
                     && consumer.condition.as_ref() == Some(condition)
                     && meeting.iter().all(|s| pins_condition_vars(condition, s, w));
@@ -988,18 +994,6 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
             }
         }
     }
-}
-
-/// The statement position of a group's first statement (a conditional group's guard,
-/// when it is a `wait!`).
-fn guard_stmt(group: &GroupSpec) -> Option<u16> {
-    group
-        .waits
-        .iter()
-        .map(|w| w.stmt)
-        .chain(group.signals.iter().map(|s| s.stmt))
-        .chain(group.tiles.iter().map(|t| t.stmt))
-        .min()
 }
 
 /// Whether a shared element of `signal` and `wait` fixes every tile index that

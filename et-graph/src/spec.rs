@@ -345,13 +345,21 @@ pub enum ReadSite {
 }
 
 impl GroupSpec {
+    /// The `wait!` that guards the group's condition: its first (a rule makes it the
+    /// body's first statement); none without a condition. The condition is read when
+    /// its element completes, so a guard is waited by active and inactive tasks alike.
+    pub fn guard(&self) -> Option<&EventAccess> {
+        self.condition.as_ref()?;
+        self.waits.iter().min_by_key(|w| w.stmt)
+    }
+
     /// Every read of tensor data outside ops, in a fixed order (the condition first,
     /// then the signals' data indices in body order).
     pub fn data_reads(&self) -> Vec<DataRead> {
         let mut out = Vec::new();
         if let Some(c) = &self.condition {
-            // the guard is the first statement; the condition is read right after it
-            let stmt = self.waits.iter().map(|w| w.stmt).min().map_or(0, |s| s + 1);
+            // the condition is read right after its guard
+            let stmt = self.guard().map_or(0, |w| w.stmt + 1);
             out.push(DataRead { tensor: c.tensor, at: c.at.to_vec(), along: None, stmt, site: ReadSite::Condition });
         }
         for (k, s) in self.signals.iter().enumerate() {

@@ -441,9 +441,7 @@ impl<'g> Resolved<'g> {
     /// of its group's first `wait!`, for a group with a condition.
     pub fn guard_element(&self, task: TaskId) -> Option<u32> {
         let (g, vars) = self.vars_of(task);
-        let group = &self.spec.groups[g];
-        group.condition.as_ref()?;
-        let guard = group.waits.iter().min_by_key(|w| w.stmt)?;
+        let guard = self.spec.groups[g].guard()?;
         let mut out = Vec::new();
         self.access_elements(guard, &vars, &mut out).ok()?;
         (out.len() == 1).then(|| out[0])
