@@ -177,8 +177,15 @@ pub struct LaunchReport {
     pub compiled: bool,
     /// Host time of the launch before it handed the kernel to the driver: argument checks,
     /// cache lookups, packing the arguments, and waiting for the launches it settled
-    /// first, if any (zero on the CPU backend).
+    /// first, if any (zero on the CPU backend). Includes `host_module` and `host_graph`.
     pub host_prepare: Duration,
+    /// The part of `host_prepare` that compiled or loaded the kernel's module: zero when
+    /// the backend had it loaded (always on the CPU backend).
+    pub host_module: Duration,
+    /// The part of `host_prepare` that resolved the task graph and uploaded its tables, for
+    /// shapes, data or options the backend had not launched this kernel with: zero
+    /// otherwise (always on the CPU backend, which resolves inside the launch).
+    pub host_graph: Duration,
     /// Host time of the driver's launch call itself (zero on the CPU backend).
     pub host_submit: Duration,
 }
@@ -197,7 +204,10 @@ pub fn copy_end(len: usize, shape: &[usize], offset: usize) -> Result<usize> {
 }
 
 /// A place megakernels run: the CPU backend ([`crate::Cpu`]) or `et_device::Cuda`.
-pub trait Backend {
+///
+/// A backend is `Sync`: one thread may prepare a kernel ([`Backend::precompile`]) while
+/// another uploads the weights it will run on.
+pub trait Backend: Sync {
     /// The backend's tensor type.
     type Tensor<T: Element>: BackendTensor<T>;
 
@@ -226,6 +236,16 @@ pub trait Backend {
     /// result into its row of a log. A copy past the end of `dst`, or two tensors
     /// sharing memory, is an error and leaves `dst` as it was.
     fn copy_into<T: Element>(&self, src: &Self::Tensor<T>, dst: &mut Self::Tensor<T>, offset: usize) -> Result<()>;
+
+    /// Compiles and loads `kernel`'s module for `schedule` ahead of its first launch, so
+    /// that the launch does not: for example on another thread while this one reads the
+    /// weights. Returns whether a compiler ran (false when a cache held the module, and
+    /// on the CPU backend, which has nothing to compile). A launch that finds the module
+    /// reports `compiled: false`.
+    fn precompile(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool> {
+        let _ = (kernel, schedule);
+        Ok(false)
+    }
 
     /// Waits for this backend's deferred launches ([`LaunchOptions::defer`]) and returns
     /// their reports, completed, in launch order; or the first error among them (a kernel

@@ -142,10 +142,14 @@ impl Cuda {
 
     /// Compiles (or loads from a cache) and loads `kernel`'s module for `schedule`, so
     /// that its first launch with that schedule does not; returns whether NVRTC ran.
+    /// Callable from any thread ([`Backend::precompile`] is this): NVRTC runs before the
+    /// launch lock is taken, so launches and copies of other threads go on meanwhile.
     pub fn load(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool, Error> {
+        let (_, compiled) = self.compiler.compile_kernel(kernel, schedule)?;
         let mut launcher = self.launcher()?;
-        modules::load(&mut launcher.modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)
-            .map(|(_, compiled)| compiled)
+        self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
+        modules::load(&mut launcher.modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
+        Ok(compiled)
     }
 
     /// The launch state, or the fault that made this backend unusable.
@@ -225,6 +229,10 @@ impl Backend for Cuda {
 
     fn describe(&self) -> String {
         self.description.clone()
+    }
+
+    fn precompile(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool, Error> {
+        self.load(kernel, schedule)
     }
 
     fn upload<T: Element>(&self, host: &Tensor<T>) -> Result<CudaTensor<T>, Error> {
@@ -350,7 +358,9 @@ impl Backend for Cuda {
             self.settle_all(launcher)?;
         }
         let Launcher { modules, checked, states, status, pending, .. } = launcher;
+        let module_start = Instant::now();
         let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
+        let host_module = module_start.elapsed();
         let launch = Launch {
             schedule,
             grid: options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid),
@@ -362,9 +372,12 @@ impl Backend for Cuda {
         let Checked { dims, data } = checked::check(checked, kernel, args)?;
         let tensors = DeviceTensors::read(data, args)?;
         let probe = StateProbe { spec: &kernel.graph, launch, dims, data: &tensors.data };
+        let mut host_graph = Duration::ZERO;
         let (state, _) = states.get_or_try_insert(&probe, || {
+            let graph_start = Instant::now();
             let state =
                 GraphState::new(&self.stream, &kernel.graph, &tensors, schedule, launch.grid, launch.placement)?;
+            host_graph = graph_start.elapsed();
             Ok::<_, Error>((probe.to_key(), state))
         })?;
 
@@ -431,6 +444,8 @@ impl Backend for Cuda {
             completed: false,
             compiled,
             host_prepare: submitting - entered,
+            host_module,
+            host_graph,
             host_submit: submitted - submitting,
         };
         pending.push(InFlight {

@@ -65,6 +65,35 @@ fn splitk_gemm_equals_the_reference_at_several_sizes_with_one_compilation_per_sc
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn a_kernel_precompiled_on_another_thread_launches_without_compiling() {
+    let cache = std::env::temp_dir().join(format!("et-precompile-cache-{}", std::process::id()));
+    let gpu = gpu().with_cache_dir(Some(cache.clone()));
+    let a = Tensor::<f32>::random(&[64 * 32, 128], 6);
+    // NVRTC on one thread while this one uploads, as a model's weights would
+    let (ran, da) = std::thread::scope(|s| {
+        let compile = s.spawn(|| gpu.precompile(&split_row_sum::KERNEL, ScheduleKind::Dynamic));
+        let da = gpu.upload(&a).unwrap();
+        (compile.join().unwrap().unwrap(), da)
+    });
+    assert!(ran, "an empty cache: NVRTC ran");
+    let opts = LaunchOptions { schedule: Some(ScheduleKind::Dynamic), ..Default::default() };
+    let want = splitk::row_sum_reference(&a);
+    for launch in 0..2 {
+        let mut part = gpu.poisoned::<f32>(&[64 * 32, 4]).unwrap();
+        let mut c = gpu.poisoned::<f32>(&[64 * 32]).unwrap();
+        let report = split_row_sum::launch_with(&gpu, &opts, &da, &mut part, &mut c).unwrap();
+        assert!(!report.compiled, "launch {launch}: the module was loaded ahead");
+        // the first launch resolves the task graph, the second finds it
+        assert_eq!(report.host_graph.is_zero(), launch == 1, "launch {launch}: {report:?}");
+        assert!(report.host_module + report.host_graph <= report.host_prepare, "{report:?}");
+        assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
+    }
+    assert!(!gpu.precompile(&split_row_sum::KERNEL, ScheduleKind::Dynamic).unwrap(), "loaded already");
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn repeated_launches_need_no_counter_reset() {
     let gpu = gpu();
     let a = Tensor::<f32>::random(&[64 * 32, 128], 5);

@@ -81,10 +81,21 @@ pub struct FirstTokenRow {
     pub weights_s: f64,
     /// In the child: packing and uploading them (`Decoder::new`).
     pub upload_s: f64,
-    /// In the child: the first step, compile (or cache load) and task graph included.
+    /// In the child: the first step, the task graph's resolution and upload included (the
+    /// module is loaded before it).
     pub first_step_s: f64,
-    /// Whether the first step ran NVRTC.
+    /// Whether NVRTC ran (on the thread that compiles beside the weights).
     pub compiled: bool,
+    /// In the child, on its own thread from the start of the weights: compiling (or reading
+    /// from the disk cache) and loading the megakernel's module.
+    #[serde(default)]
+    pub compile_s: f64,
+    /// In the child: how long the first step waited for that thread after the upload.
+    #[serde(default)]
+    pub compile_wait_s: f64,
+    /// The part of the first step that resolved the task graph and uploaded its tables.
+    #[serde(default)]
+    pub graph_s: f64,
 }
 
 /// One line of the JSON output.
@@ -162,15 +173,40 @@ pub fn table(rows: &[StepRow]) -> String {
 /// The first-token rows as a table.
 pub fn first_token_table(rows: &[FirstTokenRow]) -> String {
     let mut out = format!(
-        "{:<14} {:>4} {:<5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}\n",
-        "config", "B", "cache", "total s", "open s", "weights s", "upload s", "1st step s", "compiled"
+        "{:<14} {:>4} {:<5} {:>8} {:>7} {:>9} {:>8} {:>9} {:>7} {:>10} {:>8} {:>8}\n",
+        "config",
+        "B",
+        "cache",
+        "total s",
+        "open s",
+        "weights s",
+        "upload s",
+        "compile s",
+        "wait s",
+        "1st step s",
+        "graph s",
+        "compiled"
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<14} {:>4} {:<5} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>11.3} {:>9}\n",
-            r.config, r.batch, r.cache, r.total_s, r.open_s, r.weights_s, r.upload_s, r.first_step_s, r.compiled
+            "{:<14} {:>4} {:<5} {:>8.2} {:>7.2} {:>9.2} {:>8.2} {:>9.2} {:>7.2} {:>10.3} {:>8.3} {:>8}\n",
+            r.config,
+            r.batch,
+            r.cache,
+            r.total_s,
+            r.open_s,
+            r.weights_s,
+            r.upload_s,
+            r.compile_s,
+            r.compile_wait_s,
+            r.first_step_s,
+            r.graph_s,
+            r.compiled
         ));
     }
+    out.push_str(
+        "(compile s runs on its own thread from the start of the weights; wait s is the part of it after the upload)\n",
+    );
     out
 }
 
@@ -207,8 +243,11 @@ mod tests {
                 open_s: 0.3,
                 weights_s: 5.0,
                 upload_s: 1.0,
-                first_step_s: 3.2,
+                first_step_s: 0.2,
                 compiled: true,
+                compile_s: 4.1,
+                compile_wait_s: 0.0,
+                graph_s: 0.12,
             }),
         ];
         for r in &records {

@@ -322,6 +322,8 @@ pub(crate) fn run<'a>(
         completed: true,
         compiled: false,
         host_prepare: Duration::ZERO,
+        host_module: Duration::ZERO,
+        host_graph: Duration::ZERO,
         host_submit: Duration::ZERO,
     })
 }

@@ -38,11 +38,19 @@ fn is_plain_file_name(name: &str) -> bool {
 /// One destination of a load: a tensor's HF name, expected shape and storage.
 type Slot<'a> = (String, Vec<usize>, &'a mut [bf16]);
 
+impl LlamaConfig {
+    /// The config of a Hugging Face model directory (its `config.json`), without its
+    /// weights: enough to pick and compile the megakernel while they load.
+    pub fn from_model_dir(dir: &Path) -> Result<Self> {
+        LlamaConfig::from_file(&dir.join(CONFIG))
+    }
+}
+
 impl LlamaWeights {
     /// Reads a Hugging Face model directory. A tied model's `lm_head.weight`, if present,
     /// is ignored; every other tensor must be present with its exact shape.
     pub fn load(dir: &Path) -> Result<Self> {
-        let config = LlamaConfig::from_file(&dir.join(CONFIG))?;
+        let config = LlamaConfig::from_model_dir(dir)?;
         let mut weights = LlamaWeights::zeros(&config)?;
         let mut by_file: BTreeMap<String, Vec<Slot<'_>>> = BTreeMap::new();
         let index_path = dir.join(INDEX);

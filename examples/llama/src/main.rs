@@ -107,52 +107,78 @@ fn decode<B: Backend>(
     let batch = prompts.len();
     // created now so that a path that cannot be written fails before the run, not after
     let logits = args.logits.as_deref().map(llama::npy::NpyFile::create).transpose()?;
-    let weights = match &args.weights {
-        Some(dir) => {
-            println!("loading {}", dir.display());
-            LlamaWeights::load(dir)?
-        }
-        None => {
-            let name = args.config.as_deref().unwrap_or(default_config);
-            println!("random weights of {name} (seed {})", args.seed);
-            LlamaWeights::random(&LlamaConfig::preset(name)?, args.seed)?
-        }
+    let config = match &args.weights {
+        Some(dir) => LlamaConfig::from_model_dir(dir)?,
+        None => LlamaConfig::preset(args.config.as_deref().unwrap_or(default_config))?,
     };
     if let (Some(name), Some(_)) = (&args.config, &args.weights)
-        && llama::Stamp::find(&LlamaConfig::preset(name)?, batch)? != llama::Stamp::find(&weights.config, batch)?
+        && llama::Stamp::find(&LlamaConfig::preset(name)?, batch)? != llama::Stamp::find(&config, batch)?
     {
         return Err(format!("--config {name} does not have the shapes of the weights in the directory").into());
     }
     // the cache holds what generation attends over: the prompt and the tokens fed back
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let positions = (longest + args.tokens as usize).saturating_sub(1).max(1);
-    let mut decoder = Decoder::new(backend, &weights, batch, positions, LaunchOptions::default())?;
+    let options = LaunchOptions::default();
+    if gpu {
+        println!("compiling the megakernel with NVRTC while the weights load (cached on disk afterwards) ...");
+    }
+    let (mut decoder, prepared) = std::thread::scope(|s| -> Result<_, Box<dyn std::error::Error>> {
+        // NVRTC needs only the shapes: it runs beside the weights' making and upload
+        let precompile = s.spawn(|| {
+            let t0 = Instant::now();
+            Decoder::precompile(backend, &config, batch, &options).map(|ran| (ran, t0.elapsed()))
+        });
+        let weights = match &args.weights {
+            Some(dir) => {
+                println!("loading {}", dir.display());
+                LlamaWeights::load(dir)
+            }
+            None => {
+                let name = args.config.as_deref().unwrap_or(default_config);
+                println!("random weights of {name} (seed {})", args.seed);
+                LlamaWeights::random(&config, args.seed)
+            }
+        };
+        let decoder = weights.and_then(|w| Decoder::new(backend, &w, batch, positions, options.clone()));
+        let prepared = precompile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok((decoder?, prepared?))
+    })?;
+    if gpu {
+        let (ran, took) = prepared;
+        let how = if ran { "compiled with NVRTC" } else { "loaded from the disk cache" };
+        println!("megakernel {how} in {:.2} s, beside the weights", took.as_secs_f64());
+    }
     let slots = decoder.stamp().geometry().batch;
     println!(
         "megakernel {:?}: {} layers, batch {batch}{}, KV cache of {} positions",
         decoder.stamp(),
-        weights.config.num_layers,
+        config.num_layers,
         if slots > batch { format!(" ({} idle slots)", slots - batch) } else { String::new() },
         decoder.max_positions()
     );
-    if gpu {
-        println!("compiling the megakernel with NVRTC at the first step (cached on disk afterwards) ...");
-    }
     let (mut first, mut kernel, mut n) = (Duration::ZERO, Duration::ZERO, 0u32);
     let t0 = Instant::now();
     let run = decoder.generate(&prompts, args.tokens as usize, |pos, step| {
         if pos == 0 {
             first = t0.elapsed();
+            let r = &step.report;
+            let host = if gpu {
+                format!(
+                    "; host {:.1} ms: the task graph resolved and uploaded {:.1} ms, the module {:.1} ms{}",
+                    r.host_prepare.as_secs_f64() * 1e3,
+                    r.host_graph.as_secs_f64() * 1e3,
+                    r.host_module.as_secs_f64() * 1e3,
+                    if r.compiled { ", compiling included" } else { "" }
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "first step {:.1} ms ({}), {} tasks on {} workers",
+                "first step {:.1} ms ({} tasks on {} workers{host})",
                 step.wall.as_secs_f64() * 1e3,
-                match (gpu, step.report.compiled) {
-                    (false, _) => "nothing to compile on the CPU",
-                    (true, true) => "compiling included",
-                    (true, false) => "kernel from the disk cache",
-                },
-                step.report.tasks,
-                step.report.workers
+                r.tasks,
+                r.workers
             );
         } else {
             kernel += step.report.elapsed;

@@ -146,6 +146,11 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
     assert!(e.contains("a batch of 3 on the megakernel TinyB2, which runs 1 to 2 sequences"), "{e}");
     let e = err(Decoder::on_stamp(&cpu, &w, Stamp::Llama1bB1, 1, 32, LaunchOptions::default()));
     assert!(e.contains("the megakernel Llama1bB1 does not have this model's shapes"), "{e}");
+    // compiling ahead picks the stamp as `new` does, and its errors; the CPU compiles nothing
+    let ahead = |batch| Decoder::precompile(&cpu, &w.config, batch, &LaunchOptions::default());
+    assert!(!ahead(3).unwrap(), "nothing to compile on the CPU");
+    let e = ahead(5).unwrap_err().to_string();
+    assert!(e.contains("a batch of 5 with this model: it takes 1 to 4 sequences"), "{e}");
     let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
     assert!(err(Decoder::new(&cpu, &odd, 1, 32, LaunchOptions::default())).contains("no decode megakernel is stamped"));
     // the cache's length is the host's choice, within the model's context
