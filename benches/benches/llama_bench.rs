@@ -497,8 +497,8 @@ impl Bench<'_> {
     }
 }
 
-/// Runs this binary as a child twice, with a fresh NVRTC cache dir (cold) and then the same
-/// one (warm), each timed from spawn to its first token on stdout.
+/// Runs this binary as a child twice, with fresh compile caches (et's and NVRTC's own: cold)
+/// and then the same ones (warm), each timed from spawn to its first token on stdout.
 fn first_token(config: &str, batch: usize, seed: u64) -> Res<Vec<FirstTokenRow>> {
     let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
@@ -519,6 +519,10 @@ fn first_token(config: &str, batch: usize, seed: u64) -> Res<Vec<FirstTokenRow>>
                     &seed.to_string(),
                 ])
                 .env("ET_CACHE_DIR", &cache)
+                // NVRTC 13 keeps its own cache of compilations (in the driver's compute cache,
+                // which an earlier compile of the same source in this run filled): a fresh
+                // one beside et's makes the cold child compile for real
+                .env("CUDA_CACHE_PATH", cache.join("nvrtc"))
                 .env_remove("ET_TRACE")
                 .stdout(Stdio::piped())
                 .spawn()
