@@ -417,7 +417,7 @@ fn overlapping_pairs(b: &Boxes, shape: &[i64], out: &mut Vec<(usize, usize, usiz
             }
         }
     }
-    entries.sort_unstable();
+    let entries = by_cell(entries, cells.iter().product());
     let mut corner = vec![0i64; rank];
     for run in entries.chunk_by(|x, y| x.0 == y.0) {
         for &(key, w) in run.iter().filter(|e| b.tiles[e.1 as usize].write) {
@@ -441,6 +441,31 @@ fn overlapping_pairs(b: &Boxes, shape: &[i64], out: &mut Vec<(usize, usize, usiz
             }
         }
     }
+}
+
+/// `entries` (cell, box) ordered by cell, and within a cell by box: pushed in box order,
+/// they take a counting sort where the cells are few enough (the launch check's large
+/// graphs: 2 million entries of llama-3.2-1b sorted 4x faster than by comparison), else a
+/// comparison sort.
+fn by_cell(mut entries: Vec<(u64, u32)>, cells: u64) -> Vec<(u64, u32)> {
+    if cells > 2 * entries.len() as u64 + 1024 {
+        entries.sort_unstable();
+        return entries;
+    }
+    let mut next = vec![0usize; cells as usize + 1];
+    for &(cell, _) in &entries {
+        next[cell as usize + 1] += 1;
+    }
+    for c in 1..next.len() {
+        next[c] += next[c - 1];
+    }
+    let mut sorted = vec![(0, 0); entries.len()];
+    for e in entries {
+        let at = &mut next[e.0 as usize];
+        sorted[*at] = e;
+        *at += 1;
+    }
+    sorted
 }
 
 /// A statement of a tile body, for the walk in body order.
@@ -994,6 +1019,28 @@ mod tests {
         r.index_data[1] = Some(Idx.read_integers(1));
         let found: Vec<String> = find(&r).iter().map(Race::to_string).collect();
         assert_eq!(found, ["data race: `c[0]` reads `x[0..4]` written by `a[0]`, with no event between them"]);
+    }
+
+    #[test]
+    fn entries_by_cell_equal_a_comparison_sort_whichever_sort_runs() {
+        // entries as `overlapping_pairs` pushes them: box by box, each box's cells ascending
+        let mut state = 12345u64;
+        let mut next = |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        for cells in [1u64, 7, 64, 5000] {
+            let mut entries = Vec::new();
+            for k in 0..300u32 {
+                let lo = next(cells);
+                let hi = (lo + next(4)).min(cells - 1);
+                entries.extend((lo..=hi).map(|c| (c, k)));
+            }
+            let mut want = entries.clone();
+            want.sort_unstable();
+            // few cells take the counting sort; 5000 cells for about 750 entries do not
+            assert_eq!(by_cell(entries, cells), want, "{cells} cells");
+        }
     }
 
     #[test]
