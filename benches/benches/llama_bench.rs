@@ -560,7 +560,7 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
     let open = t0.elapsed();
     let c = LlamaConfig::preset(config).map_err(|e| e.to_string())?;
     let options = LaunchOptions::default();
-    let (dec, made, uploaded, compile, waited) = std::thread::scope(|s| -> Res<_> {
+    let (mut dec, made, uploaded, (ran, compile), waited) = std::thread::scope(|s| -> Res<_> {
         let precompile = s.spawn(|| {
             let start = Instant::now();
             Decoder::precompile(&gpu, &c, batch, &options).map(|ran| (ran, start.elapsed()))
@@ -573,7 +573,6 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
         let waited = t0.elapsed() - uploaded;
         Ok((dec?, made, uploaded, compile.map_err(|e| e.to_string())?, waited))
     })?;
-    let mut dec = dec;
     let before_step = t0.elapsed();
     let step = dec.step(&vec![1; batch], &vec![0; batch], false).map_err(|e| e.to_string())?;
     let done = t0.elapsed();
@@ -586,8 +585,8 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
         weights_s: (made - open).as_secs_f64(),
         upload_s: (uploaded - made).as_secs_f64(),
         first_step_s: (done - before_step).as_secs_f64(),
-        compiled: compile.0 || step.report.compiled,
-        compile_s: compile.1.as_secs_f64(),
+        compiled: ran || step.report.compiled,
+        compile_s: compile.as_secs_f64(),
         compile_wait_s: waited.as_secs_f64(),
         graph_s: step.report.host_graph.as_secs_f64(),
     };

@@ -179,8 +179,8 @@ pub struct LaunchReport {
     /// cache lookups, packing the arguments, and waiting for the launches it settled
     /// first, if any (zero on the CPU backend). Includes `host_module` and `host_graph`.
     pub host_prepare: Duration,
-    /// The part of `host_prepare` that compiled or loaded the kernel's module: zero when
-    /// the backend had it loaded (always on the CPU backend).
+    /// The part of `host_prepare` that compiled (or read from a cache) and loaded the
+    /// kernel's module: zero when the backend had it loaded (always on the CPU backend).
     pub host_module: Duration,
     /// The part of `host_prepare` that resolved the task graph and uploaded its tables, for
     /// shapes, data or options the backend had not launched this kernel with: zero
@@ -238,10 +238,10 @@ pub trait Backend: Sync {
     fn copy_into<T: Element>(&self, src: &Self::Tensor<T>, dst: &mut Self::Tensor<T>, offset: usize) -> Result<()>;
 
     /// Compiles and loads `kernel`'s module for `schedule` ahead of its first launch, so
-    /// that the launch does not: for example on another thread while this one reads the
-    /// weights. Returns whether a compiler ran (false when a cache held the module, and
-    /// on the CPU backend, which has nothing to compile). A launch that finds the module
-    /// reports `compiled: false`.
+    /// that the launch does not if this returns first: for example on another thread
+    /// while this one reads the weights. Returns whether a compiler ran (false when a
+    /// cache held the module or it was loaded already, and on the CPU backend, which has
+    /// nothing to compile). A launch that finds the module reports `compiled: false`.
     fn precompile(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool> {
         let _ = (kernel, schedule);
         Ok(false)

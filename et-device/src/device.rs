@@ -145,8 +145,11 @@ impl Cuda {
     /// Callable from any thread ([`Backend::precompile`] is this): NVRTC runs before the
     /// launch lock is taken, so launches and copies of other threads go on meanwhile.
     pub fn load(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool, Error> {
+        // a faulted backend says so before seconds of NVRTC
+        drop(self.launcher()?);
         let (_, compiled) = self.compiler.compile_kernel(kernel, schedule)?;
         let mut launcher = self.launcher()?;
+        // a thread new to the context (a precompile) makes it current before any driver call
         self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
         modules::load(&mut launcher.modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
         Ok(compiled)
@@ -358,9 +361,8 @@ impl Backend for Cuda {
             self.settle_all(launcher)?;
         }
         let Launcher { modules, checked, states, status, pending, .. } = launcher;
-        let module_start = Instant::now();
-        let (loaded, compiled) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
-        let host_module = module_start.elapsed();
+        let (loaded, compiled, host_module) =
+            modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
         let launch = Launch {
             schedule,
             grid: options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid),

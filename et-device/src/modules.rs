@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
@@ -85,7 +86,8 @@ impl PartialEq<ModuleProbe<'_>> for ModuleKey {
 pub(crate) type ModuleCache = Lru<ModuleKey, Arc<Loaded>>;
 
 /// The module of `kernel` for `schedule`, compiled (or read from the compiler's caches)
-/// and loaded when it is not in `cache`; and whether NVRTC ran.
+/// and loaded when it is not in `cache`; whether NVRTC ran; and the time it took to
+/// compile or read and load it (zero when `cache` had it).
 pub(crate) fn load(
     cache: &mut ModuleCache,
     ctx: &Arc<CudaContext>,
@@ -93,9 +95,10 @@ pub(crate) fn load(
     sms: usize,
     kernel: &Kernel,
     schedule: ScheduleKind,
-) -> Result<(Arc<Loaded>, bool), Error> {
-    let mut compiled = false;
+) -> Result<(Arc<Loaded>, bool, Duration), Error> {
+    let (mut compiled, mut took) = (false, Duration::ZERO);
     let (loaded, _) = cache.get_or_try_insert(&ModuleProbe { kernel, schedule }, || {
+        let start = Instant::now();
         let (out, ran) = compiler.compile_kernel(kernel, schedule)?;
         compiled = ran;
         let image = match out.kind {
@@ -116,9 +119,10 @@ pub(crate) fn load(
             )));
         }
         let loaded = Loaded { _module: module, function, max_grid: per_sm * sms, smem_bytes };
+        took = start.elapsed();
         Ok((ModuleKey::of(kernel, schedule), Arc::new(loaded)))
     })?;
-    Ok((loaded.clone(), compiled))
+    Ok((loaded.clone(), compiled, took))
 }
 
 /// The dynamic shared memory of `kernel`'s CTAs, checked against the device's opt-in

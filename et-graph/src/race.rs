@@ -417,7 +417,7 @@ fn overlapping_pairs(b: &Boxes, shape: &[i64], out: &mut Vec<(usize, usize, usiz
             }
         }
     }
-    let entries = by_cell(entries, cells.iter().product());
+    let entries = by_cell(entries, cells.iter().try_fold(1u64, |all, &n| all.checked_mul(n)));
     let mut corner = vec![0i64; rank];
     for run in entries.chunk_by(|x, y| x.0 == y.0) {
         for &(key, w) in run.iter().filter(|e| b.tiles[e.1 as usize].write) {
@@ -443,15 +443,17 @@ fn overlapping_pairs(b: &Boxes, shape: &[i64], out: &mut Vec<(usize, usize, usiz
     }
 }
 
-/// `entries` (cell, box) ordered by cell, and within a cell by box: pushed in box order,
-/// they take a counting sort where the cells are few enough (the launch check's large
-/// graphs: 2 million entries of llama-3.2-1b sorted 4x faster than by comparison), else a
-/// comparison sort.
-fn by_cell(mut entries: Vec<(u64, u32)>, cells: u64) -> Vec<(u64, u32)> {
-    if cells > 2 * entries.len() as u64 + 1024 {
+/// `entries` (cell, box) ordered by cell, and within a cell by box. Pushed in box order,
+/// they take a counting sort where the grid has at most about two cells an entry (the
+/// launch check's large graphs: llama-3.2-1b's 2 million entries sort 4x faster than by
+/// comparison), and a comparison sort where a count per cell would cost more than the
+/// entries (or `cells`, the grid's size, overflowed).
+fn by_cell(mut entries: Vec<(u64, u32)>, cells: Option<u64>) -> Vec<(u64, u32)> {
+    debug_assert!(entries.windows(2).all(|p| p[0].1 <= p[1].1), "entries pushed box by box");
+    let Some(cells) = cells.filter(|&n| n <= 2 * entries.len() as u64 + 1024) else {
         entries.sort_unstable();
         return entries;
-    }
+    };
     let mut next = vec![0usize; cells as usize + 1];
     for &(cell, _) in &entries {
         next[cell as usize + 1] += 1;
@@ -1039,7 +1041,8 @@ mod tests {
             let mut want = entries.clone();
             want.sort_unstable();
             // few cells take the counting sort; 5000 cells for about 750 entries do not
-            assert_eq!(by_cell(entries, cells), want, "{cells} cells");
+            assert_eq!(by_cell(entries.clone(), Some(cells)), want, "{cells} cells");
+            assert_eq!(by_cell(entries, None), want, "{cells} cells, an overflowed grid");
         }
     }
 

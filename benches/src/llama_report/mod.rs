@@ -82,7 +82,8 @@ pub struct FirstTokenRow {
     /// In the child: packing and uploading them (`Decoder::new`).
     pub upload_s: f64,
     /// In the child: the first step, the task graph's resolution and upload included (the
-    /// module is loaded before it).
+    /// module is loaded before it since run 44; rows of earlier runs include the compile
+    /// here, and their `compile_s` reads 0).
     pub first_step_s: f64,
     /// Whether NVRTC ran (on the thread that compiles beside the weights).
     pub compiled: bool,

@@ -310,8 +310,8 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// Compiles and loads the megakernel that [`Decoder::new`] picks for `config`'s shapes,
     /// `batch` sequences and `options`' schedule, so that the first step does not. It needs
     /// no weights: run it on another thread while they load, as the `llama` binary does.
-    /// Returns whether NVRTC ran (false when the disk cache held the module, and on the
-    /// CPU backend).
+    /// Returns whether NVRTC ran (false when a cache held the module or it was loaded
+    /// already, and on the CPU backend).
     pub fn precompile(backend: &Bk, config: &LlamaConfig, batch: usize, options: &LaunchOptions) -> Result<bool> {
         let kernel = Stamp::find(config, batch)?.kernel();
         Ok(backend.precompile(kernel, options.schedule.unwrap_or(kernel.graph.schedule))?)

@@ -120,8 +120,10 @@ fn decode<B: Backend>(
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let positions = (longest + args.tokens as usize).saturating_sub(1).max(1);
     let options = LaunchOptions::default();
+    // a batch or shapes without a megakernel fail now, not after the weights have loaded
+    llama::Stamp::find(&config, batch)?;
     if gpu {
-        println!("compiling the megakernel with NVRTC while the weights load (cached on disk afterwards) ...");
+        println!("compiling the megakernel with NVRTC (or reading it from the disk cache) while the weights load ...");
     }
     let (mut decoder, prepared) = std::thread::scope(|s| -> Result<_, Box<dyn std::error::Error>> {
         // NVRTC needs only the shapes: it runs beside the weights' making and upload
