@@ -559,20 +559,9 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
     let gpu = Cuda::new(0).map_err(|e| e.to_string())?;
     let open = t0.elapsed();
     let c = LlamaConfig::preset(config).map_err(|e| e.to_string())?;
-    let options = LaunchOptions::default();
-    let (mut dec, made, uploaded, (ran, compile), waited) = std::thread::scope(|s| -> Res<_> {
-        let precompile = s.spawn(|| {
-            let start = Instant::now();
-            Decoder::precompile(&gpu, &c, batch, &options).map(|ran| (ran, start.elapsed()))
-        });
-        let weights = LlamaWeights::random(&c, seed).map_err(|e| e.to_string());
-        let made = t0.elapsed();
-        let dec = weights.and_then(|w| Decoder::new(&gpu, &w, batch, 1, options.clone()).map_err(|e| e.to_string()));
-        let uploaded = t0.elapsed();
-        let compile = precompile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        let waited = t0.elapsed() - uploaded;
-        Ok((dec?, made, uploaded, compile.map_err(|e| e.to_string())?, waited))
-    })?;
+    let weights = || LlamaWeights::random(&c, seed);
+    let (mut dec, warmup) = Decoder::new_beside_compile(&gpu, &c, batch, 1, LaunchOptions::default(), weights)
+        .map_err(|e| e.to_string())?;
     let before_step = t0.elapsed();
     let step = dec.step(&vec![1; batch], &vec![0; batch], false).map_err(|e| e.to_string())?;
     let done = t0.elapsed();
@@ -582,12 +571,12 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
         cache: String::new(),
         total_s: done.as_secs_f64(),
         open_s: open.as_secs_f64(),
-        weights_s: (made - open).as_secs_f64(),
-        upload_s: (uploaded - made).as_secs_f64(),
+        weights_s: warmup.weights.as_secs_f64(),
+        upload_s: warmup.upload.as_secs_f64(),
         first_step_s: (done - before_step).as_secs_f64(),
-        compiled: ran || step.report.compiled,
-        compile_s: compile.as_secs_f64(),
-        compile_wait_s: waited.as_secs_f64(),
+        compiled: warmup.compiled || step.report.compiled,
+        compile_s: warmup.compile.as_secs_f64(),
+        compile_wait_s: warmup.waited.as_secs_f64(),
         graph_s: step.report.host_graph.as_secs_f64(),
     };
     println!("{}", Record::FirstToken(row).json_line());

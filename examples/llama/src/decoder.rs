@@ -306,15 +306,61 @@ fn write_if_changed<Bk: Backend>(
     Ok(())
 }
 
+/// Where [`Decoder::new_beside_compile`]'s time went.
+#[derive(Clone, Copy, Debug)]
+pub struct Warmup {
+    /// Whether NVRTC ran (false when a cache held the module, and on the CPU backend).
+    pub compiled: bool,
+    /// Compiling (or reading) and loading the megakernel, on its own thread.
+    pub compile: Duration,
+    /// Making or reading the weights.
+    pub weights: Duration,
+    /// Packing and uploading them ([`Decoder::new`]).
+    pub upload: Duration,
+    /// How long the decoder then waited for the compile.
+    pub waited: Duration,
+}
+
 impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// Compiles and loads the megakernel that [`Decoder::new`] picks for `config`'s shapes,
     /// `batch` sequences and `options`' schedule, so that the first step does not. It needs
-    /// no weights: run it on another thread while they load, as the `llama` binary does.
-    /// Returns whether NVRTC ran (false when a cache held the module or it was loaded
-    /// already, and on the CPU backend).
+    /// no weights: run it on another thread while they load, as
+    /// [`Decoder::new_beside_compile`] does. Returns whether NVRTC ran (false when a cache
+    /// held the module or it was loaded already, and on the CPU backend).
     pub fn precompile(backend: &Bk, config: &LlamaConfig, batch: usize, options: &LaunchOptions) -> Result<bool> {
         let kernel = Stamp::find(config, batch)?.kernel();
         Ok(backend.precompile(kernel, options.schedule.unwrap_or(kernel.graph.schedule))?)
+    }
+
+    /// [`Decoder::new`] on the weights that `weights` makes or reads (of `config`'s
+    /// shapes), with the megakernel compiled on another thread meanwhile
+    /// ([`Decoder::precompile`]): NVRTC needs only the shapes, so its seconds pass while
+    /// the weights load and upload. A batch without a megakernel fails before `weights`
+    /// runs; an error of the weights or the upload comes first, then the compile's.
+    pub fn new_beside_compile(
+        backend: &'b Bk,
+        config: &LlamaConfig,
+        batch: usize,
+        positions: usize,
+        options: LaunchOptions,
+        weights: impl FnOnce() -> Result<LlamaWeights>,
+    ) -> Result<(Self, Warmup)> {
+        Stamp::find(config, batch)?;
+        std::thread::scope(|s| {
+            let precompile = s.spawn(|| {
+                let start = Instant::now();
+                Self::precompile(backend, config, batch, &options).map(|ran| (ran, start.elapsed()))
+            });
+            let start = Instant::now();
+            let weights = weights();
+            let made = start.elapsed();
+            let decoder = weights.and_then(|w| Self::new(backend, &w, batch, positions, options.clone()));
+            let uploaded = start.elapsed();
+            let compiled = precompile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let waited = start.elapsed() - uploaded;
+            let (decoder, (compiled, compile)) = (decoder?, compiled?);
+            Ok((decoder, Warmup { compiled, compile, weights: made, upload: uploaded - made, waited }))
+        })
     }
 
     /// Uploads `weights` for steps of `batch` sequences with a KV cache of `positions`

@@ -30,7 +30,7 @@ pub mod rope;
 pub mod weights;
 
 pub use config::{LlamaConfig, RopeScaling};
-pub use decoder::{Decoder, Stamp, Step};
+pub use decoder::{Decoder, Stamp, Step, Warmup};
 pub use error::{Error, Result};
 pub use kv_cache::KvCache;
 pub use reference::{Generation, Reference};

@@ -119,37 +119,25 @@ fn decode<B: Backend>(
     // the cache holds what generation attends over: the prompt and the tokens fed back
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(1);
     let positions = (longest + args.tokens as usize).saturating_sub(1).max(1);
-    let options = LaunchOptions::default();
-    // a batch or shapes without a megakernel fail now, not after the weights have loaded
-    llama::Stamp::find(&config, batch)?;
     if gpu {
         println!("compiling the megakernel with NVRTC (or reading it from the disk cache) while the weights load ...");
     }
-    let (mut decoder, prepared) = std::thread::scope(|s| -> Result<_, Box<dyn std::error::Error>> {
-        // NVRTC needs only the shapes: it runs beside the weights' making and upload
-        let precompile = s.spawn(|| {
-            let t0 = Instant::now();
-            Decoder::precompile(backend, &config, batch, &options).map(|ran| (ran, t0.elapsed()))
-        });
-        let weights = match &args.weights {
-            Some(dir) => {
-                println!("loading {}", dir.display());
-                LlamaWeights::load(dir)
-            }
-            None => {
-                let name = args.config.as_deref().unwrap_or(default_config);
-                println!("random weights of {name} (seed {})", args.seed);
-                LlamaWeights::random(&config, args.seed)
-            }
-        };
-        let decoder = weights.and_then(|w| Decoder::new(backend, &w, batch, positions, options.clone()));
-        let prepared = precompile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        Ok((decoder?, prepared?))
-    })?;
+    let weights = || match &args.weights {
+        Some(dir) => {
+            println!("loading {}", dir.display());
+            LlamaWeights::load(dir)
+        }
+        None => {
+            let name = args.config.as_deref().unwrap_or(default_config);
+            println!("random weights of {name} (seed {})", args.seed);
+            LlamaWeights::random(&config, args.seed)
+        }
+    };
+    let (mut decoder, warmup) =
+        Decoder::new_beside_compile(backend, &config, batch, positions, LaunchOptions::default(), weights)?;
     if gpu {
-        let (ran, took) = prepared;
-        let how = if ran { "compiled with NVRTC" } else { "loaded from the disk cache" };
-        println!("megakernel {how} in {:.2} s, beside the weights", took.as_secs_f64());
+        let how = if warmup.compiled { "compiled with NVRTC" } else { "loaded from the disk cache" };
+        println!("megakernel {how} in {:.2} s, beside the weights", warmup.compile.as_secs_f64());
     }
     let slots = decoder.stamp().geometry().batch;
     println!(

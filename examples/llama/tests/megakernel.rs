@@ -151,6 +151,19 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
     assert!(!ahead(3).unwrap(), "nothing to compile on the CPU");
     let e = ahead(5).unwrap_err().to_string();
     assert!(e.contains("a batch of 5 with this model: it takes 1 to 4 sequences"), "{e}");
+    // building beside the compile: a batch without a megakernel fails before the weights load
+    let beside = |batch, made: &std::cell::Cell<bool>| {
+        let weights = || {
+            made.set(true);
+            Ok(w.clone())
+        };
+        Decoder::new_beside_compile(&cpu, &w.config, batch, 8, LaunchOptions::default(), weights)
+    };
+    let made = std::cell::Cell::new(false);
+    assert!(beside(5, &made).err().map(|e| e.to_string()).unwrap_or_default().contains("a batch of 5"));
+    assert!(!made.get(), "the weights were not made for a batch without a megakernel");
+    let (dec, warmup) = beside(2, &made).unwrap();
+    assert!(made.get() && !warmup.compiled && dec.batch() == 2);
     let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
     assert!(err(Decoder::new(&cpu, &odd, 1, 32, LaunchOptions::default())).contains("no decode megakernel is stamped"));
     // the cache's length is the host's choice, within the model's context
