@@ -576,6 +576,7 @@ fn first_token_child(config: &str, batch: usize, seed: u64) -> Res<()> {
         first_step_s: (done - before_step).as_secs_f64(),
         compiled: warmup.compiled || step.report.compiled,
         compile_s: warmup.compile.as_secs_f64(),
+        prepare_s: warmup.graph.as_secs_f64(),
         compile_wait_s: warmup.waited.as_secs_f64(),
         graph_s: step.report.host_graph.as_secs_f64(),
     };

@@ -190,6 +190,24 @@ pub struct LaunchReport {
     pub host_submit: Duration,
 }
 
+/// What [`Backend::prepare`] did ahead of a launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// Whether a compiler ran for the module (false when a cache held it or it was loaded
+    /// already, and on a backend that compiles nothing).
+    pub compiled: bool,
+    /// Whether the task graph was resolved, scheduled and its tables uploaded for the
+    /// shapes (false when the backend had them already, when the graph reads the tensors'
+    /// data, which a launch must read then, and on a backend that keeps no graph state).
+    pub graph: bool,
+}
+
+/// Shapes as the task graph takes them (signed extents, as in [`crate::RawTensor`]).
+#[doc(hidden)]
+pub fn extents(shapes: &[Vec<usize>]) -> Vec<Vec<i64>> {
+    shapes.iter().map(|s| crate::raw::signed(s)).collect()
+}
+
 /// The end of [`Backend::copy_into`]'s destination range (`offset + len`), or the error
 /// of a copy of `len` elements that does not fit a destination of `shape` from `offset`.
 #[doc(hidden)]
@@ -245,6 +263,22 @@ pub trait Backend: Sync {
     fn precompile(&self, kernel: &Kernel, schedule: ScheduleKind) -> Result<bool> {
         let _ = (kernel, schedule);
         Ok(false)
+    }
+
+    /// Does ahead of time what the first launch of `kernel` over tensors of `shapes` (in
+    /// signature order) with `options` would do before its kernel runs: checks the shapes
+    /// (the errors a launch gives), compiles and loads the module ([`Backend::precompile`]),
+    /// and where the backend keeps per-shape state, resolves the task graph, schedules it
+    /// and uploads its tables. It needs no tensors, so it can run on another thread while
+    /// they are made; a launch with tensors of these shapes and these options then finds
+    /// everything ready (its report's `host_module` and `host_graph` are zero). A graph
+    /// that reads the tensors' data (data-dependent counts or indices) is left to the
+    /// launch.
+    fn prepare(&self, kernel: &Kernel, shapes: &[Vec<usize>], options: &LaunchOptions) -> Result<Prepared> {
+        options.validate()?;
+        kernel.dims_for(&extents(shapes))?;
+        let compiled = self.precompile(kernel, options.schedule.unwrap_or(kernel.graph.schedule))?;
+        Ok(Prepared { compiled, graph: false })
     }
 
     /// Waits for this backend's deferred launches ([`LaunchOptions::defer`]) and returns

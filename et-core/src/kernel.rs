@@ -127,14 +127,7 @@ impl Kernel {
     /// Checks that the launch arguments have the declared dtypes (the generated
     /// `launch` makes this true by construction; this guards hand-made calls).
     pub fn check_dtypes(&self, args: &[RawTensor]) -> crate::Result<()> {
-        if args.len() != self.graph.tensors.len() {
-            return Err(crate::Error::Shape(format!(
-                "megakernel `{}` takes {} tensors, {} were given",
-                self.name(),
-                self.graph.tensors.len(),
-                args.len()
-            )));
-        }
+        self.check_arity(args.len())?;
         for (t, a) in self.graph.tensors.iter().zip(args) {
             if t.dtype != a.dtype {
                 return Err(crate::Error::Shape(format!(
@@ -145,6 +138,29 @@ impl Kernel {
                     a.dtype
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// The value of every dim of a launch over tensors of `shapes` (in signature order),
+    /// with every extent checked against its declaration and every op call against its
+    /// contract, as a launch checks them. The errors name the megakernel and the tensor
+    /// or op.
+    pub fn dims_for(&self, shapes: &[Vec<i64>]) -> crate::Result<Vec<i64>> {
+        self.check_arity(shapes.len())?;
+        let dims = et_graph::resolve::resolve_dims(&self.graph, shapes).map_err(crate::Error::resolve(self.name()))?;
+        self.check_op_calls(&dims)?;
+        Ok(dims)
+    }
+
+    fn check_arity(&self, given: usize) -> crate::Result<()> {
+        if given != self.graph.tensors.len() {
+            return Err(crate::Error::Shape(format!(
+                "megakernel `{}` takes {} tensors, {} were given",
+                self.name(),
+                self.graph.tensors.len(),
+                given
+            )));
         }
         Ok(())
     }

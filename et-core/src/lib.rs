@@ -27,7 +27,7 @@ pub mod trace;
 /// The task-graph model and its analyses (the `et-graph` crate).
 pub use et_graph as graph;
 
-pub use backend::{Backend, BackendTensor, Deferral, KernelEntry, LaunchOptions, LaunchReport};
+pub use backend::{Backend, BackendTensor, Deferral, KernelEntry, LaunchOptions, LaunchReport, Prepared};
 pub use cpu::Cpu;
 pub use dtype::{DType, Element, bf16, f16};
 pub use error::{BlockedWait, Error, Result};
@@ -52,7 +52,7 @@ pub mod prelude {
 /// Paths used by code that `#[megakernel]` generates. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::backend::{Backend, BackendTensor, KernelEntry, LaunchOptions, LaunchReport, copy_end};
+    pub use crate::backend::{Backend, BackendTensor, KernelEntry, LaunchOptions, LaunchReport, copy_end, extents};
     pub use crate::cpu::{CpuTaskFn, TaskContext};
     pub use crate::error::Result;
     pub use crate::kernel::{CudaSource, Kernel, KernelRegistration};

@@ -22,11 +22,8 @@ pub struct RawTensor {
 impl RawTensor {
     /// A contiguous row-major tensor at `addr`.
     pub fn new(addr: u64, dtype: DType, shape: &[usize]) -> Self {
-        // saturated rather than wrapped: an extent past i64 is then one that resolution
-        // reports as too large, not a negative one
-        let wide = |s: usize| i64::try_from(s).unwrap_or(i64::MAX);
-        let strides = crate::tensor::row_major_strides(shape).into_iter().map(wide).collect();
-        RawTensor { addr, dtype, shape: shape.iter().map(|&s| wide(s)).collect(), strides }
+        let strides = signed(&crate::tensor::row_major_strides(shape));
+        RawTensor { addr, dtype, shape: signed(shape), strides }
     }
 
     /// Whether the strides are the contiguous row-major ones of the shape.
@@ -44,4 +41,10 @@ impl RawTensor {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Extents or strides as the task graph takes them, saturated rather than wrapped: an
+/// extent past `i64` is then one that resolution reports as too large, not a negative one.
+pub(crate) fn signed(values: &[usize]) -> Vec<i64> {
+    values.iter().map(|&v| i64::try_from(v).unwrap_or(i64::MAX)).collect()
 }

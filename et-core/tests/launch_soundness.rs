@@ -192,3 +192,29 @@ fn a_shape_past_usize_is_an_error_not_a_short_tensor() {
     // an empty tensor whose strides fit is fine
     assert_eq!(Tensor::<f32>::from_vec(&[0, 1 << 20, 1 << 20], vec![]).unwrap().strides(), [1 << 40, 1 << 20, 1]);
 }
+
+#[test]
+fn preparing_a_launch_checks_its_shapes_and_options_as_the_launch_would() {
+    let cpu = Cpu::new();
+    let kernel = &routed_input::KERNEL;
+    let shapes = |e: usize| vec![vec![4, 2], vec![e], vec![4, 8], vec![8, 8], vec![e, 8]];
+    let options = LaunchOptions::default();
+    // the CPU backend compiles nothing and keeps no graph state
+    assert_eq!(cpu.prepare(kernel, &shapes(3), &options).unwrap(), et_core::Prepared::default());
+    // the same errors as a launch over tensors of those shapes
+    let mut bad = shapes(3);
+    bad[4] = vec![2, 8];
+    let err = cpu.prepare(kernel, &bad, &options).unwrap_err().to_string();
+    assert!(err.contains("`y`") && err.contains("routed_input"), "{err}");
+    let err = cpu.prepare(kernel, &shapes(3)[..4], &options).unwrap_err().to_string();
+    assert!(err.contains("takes 5 tensors, 4 were given"), "{err}");
+    bad = shapes(3);
+    bad[0] = vec![4, 2, 1];
+    let err = cpu.prepare(kernel, &bad, &options).unwrap_err().to_string();
+    assert!(err.contains("`topk`"), "{err}");
+    let none = LaunchOptions { workers: Some(0), ..Default::default() };
+    assert!(matches!(cpu.prepare(kernel, &shapes(3), &none), Err(Error::InvalidOption { option: "workers", .. })));
+    // an extent past i64 is too large, not a negative one
+    let err = cpu.prepare(kernel, &shapes(usize::MAX), &options).unwrap_err().to_string();
+    assert!(err.contains("too large"), "{err}");
+}

@@ -46,6 +46,14 @@ impl<K, V> Lru<K, V> {
         Ok((v, hit))
     }
 
+    /// Whether a key equals `probe` (the order of use stays as it is).
+    pub fn contains<Q: ?Sized>(&self, probe: &Q) -> bool
+    where
+        K: PartialEq<Q>,
+    {
+        self.entries.iter().any(|(k, _)| k == probe)
+    }
+
     /// The first value that `pred` accepts, leaving the order of use as it is.
     pub fn find_mut(&mut self, pred: impl Fn(&V) -> bool) -> Option<&mut V> {
         self.entries.iter_mut().map(|(_, v)| v).find(|v| pred(v))

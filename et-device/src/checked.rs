@@ -10,7 +10,7 @@
 //! elsewhere is checked afresh. At most [`CAPACITY`] results are kept.
 
 use et_core::graph::GraphSpec;
-use et_core::graph::resolve::{data_tensors, resolve_dims};
+use et_core::graph::resolve::data_tensors;
 use et_core::{Error, Kernel, RawTensor, TileOp};
 
 use crate::cache::Lru;
@@ -60,13 +60,12 @@ pub(crate) type CheckCache = Lru<CheckKey, Checked>;
 
 /// The dims and data tensors of a launch of `kernel` over `args`: from `cache` when this
 /// kernel was launched with these shapes before, else solved and checked (the errors of
-/// [`resolve_dims`] and [`Kernel::check_op_calls`]) and remembered.
+/// [`Kernel::dims_for`]) and remembered.
 pub(crate) fn check<'c>(cache: &'c mut CheckCache, kernel: &Kernel, args: &[RawTensor]) -> Result<&'c Checked, Error> {
     let probe = CheckProbe { kernel, args };
     let (checked, _) = cache.get_or_try_insert(&probe, || {
         let shapes: Vec<Vec<i64>> = args.iter().map(|a| a.shape.clone()).collect();
-        let dims = resolve_dims(&kernel.graph, &shapes).map_err(Error::resolve(kernel.name()))?;
-        kernel.check_op_calls(&dims)?;
+        let dims = kernel.dims_for(&shapes)?;
         let key = CheckKey {
             spec: kernel.graph.clone(),
             ops: kernel.cuda.ops,
@@ -82,6 +81,7 @@ pub(crate) fn check<'c>(cache: &'c mut CheckCache, kernel: &Kernel, args: &[RawT
 #[cfg(test)]
 mod tests {
     use super::*;
+    use et_core::graph::resolve::resolve_dims;
 
     fn raw(shape: &[usize]) -> RawTensor {
         RawTensor::new(0x1000, et_core::DType::F32, shape)

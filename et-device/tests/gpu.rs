@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use et_core::prelude::*;
-use et_core::{Deferral, Error, relative_error};
+use et_core::{Deferral, Error, Prepared, relative_error};
 use et_device::{Cuda, CudaTensor};
 use splitk::{K_SLICE, SPLITS, TILE, gemm_reference, split_row_sum, splitk_gemm};
 use ui_tests::{
@@ -90,6 +90,53 @@ fn a_kernel_precompiled_on_another_thread_launches_without_compiling() {
         assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
     }
     assert!(!gpu.precompile(&split_row_sum::KERNEL, ScheduleKind::Dynamic).unwrap(), "loaded already");
+    std::fs::remove_dir_all(&cache).ok();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_launch_prepared_on_another_thread_finds_its_module_and_task_graph() {
+    let cache = std::env::temp_dir().join(format!("et-prepare-cache-{}", std::process::id()));
+    let gpu = gpu().with_cache_dir(Some(cache.clone()));
+    let rows = 64 * 32;
+    let shapes = [vec![rows, 128], vec![rows, 4], vec![rows]];
+    let a = Tensor::<f32>::random(&[rows, 128], 7);
+    let opts = LaunchOptions { schedule: Some(ScheduleKind::Static), ..Default::default() };
+    // wrong shapes, and options the GPU cannot run, fail before any compile
+    let err = gpu.prepare(&split_row_sum::KERNEL, &[vec![rows, 128], vec![rows, 4], vec![32]], &opts).unwrap_err();
+    assert!(err.to_string().contains("`c`"), "{err}");
+    let chaos = LaunchOptions { chaos: Some(1), ..opts.clone() };
+    assert!(matches!(gpu.prepare(&split_row_sum::KERNEL, &shapes, &chaos), Err(Error::Unavailable(_))));
+    assert_eq!(gpu.compiler().compilations(), 0);
+    // module and graph on one thread while this one uploads, as a model's weights would
+    let (prepared, da) = std::thread::scope(|s| {
+        let prepare = s.spawn(|| gpu.prepare(&split_row_sum::KERNEL, &shapes, &opts));
+        let da = gpu.upload(&a).unwrap();
+        (prepare.join().unwrap().unwrap(), da)
+    });
+    assert_eq!(prepared, Prepared { compiled: true, graph: true });
+    let want = splitk::row_sum_reference(&a);
+    for launch in 0..2 {
+        let mut part = gpu.poisoned::<f32>(&[rows, 4]).unwrap();
+        let mut c = gpu.poisoned::<f32>(&[rows]).unwrap();
+        let report = split_row_sum::launch_with(&gpu, &opts, &da, &mut part, &mut c).unwrap();
+        assert!(!report.compiled && report.host_module.is_zero(), "launch {launch}: {report:?}");
+        assert!(report.host_graph.is_zero(), "launch {launch}: the graph was prepared: {report:?}");
+        assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
+    }
+    assert_eq!(gpu.prepare(&split_row_sum::KERNEL, &shapes, &opts).unwrap(), Prepared::default(), "ready already");
+    // other shapes are another graph: the launch resolves it
+    let small = Tensor::<f32>::random(&[32, 128], 8);
+    let (ds, mut part, mut c) =
+        (gpu.upload(&small).unwrap(), gpu.poisoned::<f32>(&[32, 4]).unwrap(), gpu.poisoned::<f32>(&[32]).unwrap());
+    let report = split_row_sum::launch_with(&gpu, &opts, &ds, &mut part, &mut c).unwrap();
+    assert!(!report.host_graph.is_zero(), "{report:?}");
+    assert!(relative_error(&gpu.download(&c).unwrap(), &splitk::row_sum_reference(&small)) < 1e-5);
+    // a graph that reads its tensors' data (routed counts) is left to the launch
+    let shapes = [vec![16, 2], vec![3], vec![16, 8], vec![32, 8], vec![3, 8]];
+    let prepared = gpu.prepare(&moe_routing::moe_gather::KERNEL, &shapes, &LaunchOptions::default()).unwrap();
+    assert_eq!(prepared, Prepared { compiled: true, graph: false });
+    moe_routing::check(&gpu, 3, 1, None);
     std::fs::remove_dir_all(&cache).ok();
 }
 

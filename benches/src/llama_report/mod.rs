@@ -91,10 +91,15 @@ pub struct FirstTokenRow {
     /// from the disk cache) and loading the megakernel's module.
     #[serde(default)]
     pub compile_s: f64,
+    /// In the child, on that thread after the compile: resolving the first step's task
+    /// graph and uploading its tables (`Decoder::prepare`; 0 in rows before run 45).
+    #[serde(default)]
+    pub prepare_s: f64,
     /// In the child: how long the first step waited for that thread after the upload.
     #[serde(default)]
     pub compile_wait_s: f64,
-    /// The part of the first step that resolved the task graph and uploaded its tables.
+    /// The part of the first step that resolved the task graph and uploaded its tables
+    /// (0 when the thread beside the weights had prepared it).
     #[serde(default)]
     pub graph_s: f64,
 }
@@ -174,7 +179,7 @@ pub fn table(rows: &[StepRow]) -> String {
 /// The first-token rows as a table.
 pub fn first_token_table(rows: &[FirstTokenRow]) -> String {
     let mut out = format!(
-        "{:<14} {:>4} {:<5} {:>8} {:>7} {:>9} {:>8} {:>9} {:>7} {:>10} {:>8} {:>8}\n",
+        "{:<14} {:>4} {:<5} {:>8} {:>7} {:>9} {:>8} {:>9} {:>9} {:>7} {:>10} {:>8} {:>8}\n",
         "config",
         "B",
         "cache",
@@ -183,6 +188,7 @@ pub fn first_token_table(rows: &[FirstTokenRow]) -> String {
         "weights s",
         "upload s",
         "compile s",
+        "prepare s",
         "wait s",
         "1st step s",
         "graph s",
@@ -190,7 +196,7 @@ pub fn first_token_table(rows: &[FirstTokenRow]) -> String {
     );
     for r in rows {
         out.push_str(&format!(
-            "{:<14} {:>4} {:<5} {:>8.2} {:>7.2} {:>9.2} {:>8.2} {:>9.2} {:>7.2} {:>10.3} {:>8.3} {:>8}\n",
+            "{:<14} {:>4} {:<5} {:>8.2} {:>7.2} {:>9.2} {:>8.2} {:>9.2} {:>9.2} {:>7.2} {:>10.3} {:>8.3} {:>8}\n",
             r.config,
             r.batch,
             r.cache,
@@ -199,6 +205,7 @@ pub fn first_token_table(rows: &[FirstTokenRow]) -> String {
             r.weights_s,
             r.upload_s,
             r.compile_s,
+            r.prepare_s,
             r.compile_wait_s,
             r.first_step_s,
             r.graph_s,
@@ -206,7 +213,8 @@ pub fn first_token_table(rows: &[FirstTokenRow]) -> String {
         ));
     }
     out.push_str(
-        "(compile s runs on its own thread from the start of the weights; wait s is the part of it after the upload)\n",
+        "(compile s, then prepare s, run on their own thread from the start of the weights; wait s is the part of \
+         them after the upload)\n",
     );
     out
 }
@@ -247,6 +255,7 @@ mod tests {
                 first_step_s: 0.2,
                 compiled: true,
                 compile_s: 4.1,
+                prepare_s: 0.11,
                 compile_wait_s: 0.0,
                 graph_s: 0.12,
             }),

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::reference::Generation;
 use crate::weights::LlamaWeights;
 use et_core::backend::LaunchReport;
-use et_core::{Backend, Deferral, LaunchOptions, Tensor, bf16};
+use et_core::{Backend, Deferral, LaunchOptions, Prepared, Tensor, bf16};
 use std::time::{Duration, Instant};
 
 /// One stamped decode megakernel: the model shape (a preset) and the sequence slots of a
@@ -204,6 +204,117 @@ pub fn pack_qkv(w: &LlamaWeights) -> Tensor<bf16> {
     Tensor::from_vec(&[l * rows, h], out).expect("packed rows")
 }
 
+/// The shapes of a step's tensors: what [`Decoder::on_stamp`] allocates, and what
+/// [`Decoder::prepare`] prepares the launch for before any of it exists. Every buffer has
+/// a row per slot of the stamp, idle ones included.
+struct StepShapes {
+    /// Token ids and positions, in and out: `[B]`.
+    slots: Vec<usize>,
+    /// The embedding table, and the LM head (tied or not): `[V, HD]`.
+    embed: Vec<usize>,
+    /// The two norms' weights of every layer: `[L · HD]`.
+    norms: Vec<usize>,
+    wqkv: Vec<usize>,
+    wo: Vec<usize>,
+    /// The gate and the up projection: `[L · I, HD]` each.
+    gate_up: Vec<usize>,
+    down: Vec<usize>,
+    final_norm: Vec<usize>,
+    /// The keys and the values: `[L · B · NKV, positions, D]` each.
+    cache: Vec<usize>,
+    /// The residual stream after each layer and the embedding: `[(L + 1) · B, HD]`.
+    residual: Vec<usize>,
+    /// A row per layer and slot of the hidden size (the mid-layer residual, the two norms'
+    /// outputs): `[L · B, HD]`.
+    rows: Vec<usize>,
+    qkv: Vec<usize>,
+    rope: Vec<usize>,
+    /// The attention pieces' outputs and their (max, sum) pairs.
+    pieces: Vec<usize>,
+    piece_stats: Vec<usize>,
+    /// The split-K projections' partial sums.
+    partials: Vec<usize>,
+    attn: Vec<usize>,
+    act: Vec<usize>,
+    xf: Vec<usize>,
+    logits: Vec<usize>,
+    /// The LM head tiles' best values (and, same shape, their indices).
+    best: Vec<usize>,
+}
+
+impl StepShapes {
+    fn new(c: &LlamaConfig, geo: &Geometry, positions: usize) -> Self {
+        let (l, h, i, d, nkv, g) =
+            (c.num_layers, c.hidden_size, c.intermediate_size, c.head_dim, c.num_kv_heads, c.group_size());
+        let (b, s, v) = (geo.batch, geo.chunks, c.vocab_size);
+        StepShapes {
+            slots: vec![b],
+            embed: vec![v, h],
+            norms: vec![l * h],
+            wqkv: vec![l * nkv * (g + 2) * d, h],
+            wo: vec![l * h, nkv * g * d],
+            gate_up: vec![l * i, h],
+            down: vec![l * h, i],
+            final_norm: vec![h],
+            cache: vec![l * b * nkv, positions, d],
+            residual: vec![(l + 1) * b, h],
+            rows: vec![l * b, h],
+            qkv: vec![l * b, nkv * (g + 2) * d],
+            rope: vec![b, d],
+            pieces: vec![l * b * nkv * s * g, d],
+            piece_stats: vec![l * b * nkv * s * g, 2],
+            partials: vec![2 * l * geo.proj_splits, b, h],
+            attn: vec![l * b, nkv * g * d],
+            act: vec![l * b, i],
+            xf: vec![b, h],
+            logits: vec![b, v],
+            best: vec![b, geo.vocab_tiles],
+        }
+    }
+
+    /// The shapes in the megakernel's signature order, which is the order of
+    /// [`Decoder::enqueue`]'s launch.
+    fn in_signature_order(&self) -> Vec<Vec<usize>> {
+        let s = self;
+        [
+            &s.slots,
+            &s.slots,
+            &s.embed,
+            &s.embed,
+            &s.norms,
+            &s.wqkv,
+            &s.wo,
+            &s.norms,
+            &s.gate_up,
+            &s.gate_up,
+            &s.down,
+            &s.final_norm,
+            &s.cache,
+            &s.cache,
+            &s.residual,
+            &s.rows,
+            &s.rows,
+            &s.rows,
+            &s.qkv,
+            &s.rope,
+            &s.pieces,
+            &s.piece_stats,
+            &s.partials,
+            &s.attn,
+            &s.act,
+            &s.xf,
+            &s.logits,
+            &s.best,
+            &s.best,
+            &s.slots,
+            &s.slots,
+        ]
+        .into_iter()
+        .cloned()
+        .collect()
+    }
+}
+
 /// What one [`Decoder::step`] returns.
 #[derive(Clone, Debug)]
 pub struct Step {
@@ -313,6 +424,9 @@ pub struct Warmup {
     pub compiled: bool,
     /// Compiling (or reading) and loading the megakernel, on its own thread.
     pub compile: Duration,
+    /// Then, on that thread, resolving the first step's task graph and uploading its
+    /// tables ([`Decoder::prepare`]; zero on the CPU backend, which keeps no such state).
+    pub graph: Duration,
     /// Making or reading the weights.
     pub weights: Duration,
     /// Packing and uploading them ([`Decoder::new`]).
@@ -332,11 +446,30 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         Ok(backend.precompile(kernel, options.schedule.unwrap_or(kernel.graph.schedule))?)
     }
 
+    /// Does ahead of time what the first step of [`Decoder::new`]'s decoder (of `config`'s
+    /// shapes, `batch` sequences, a cache of `positions`, `options`) does before its kernel
+    /// runs ([`Backend::prepare`]): compiles and loads the megakernel, then resolves its
+    /// task graph, schedules it and uploads its tables. It needs no weights and no
+    /// tensors. Errors as `new` would for the batch, the positions or the options.
+    pub fn prepare(
+        backend: &Bk,
+        config: &LlamaConfig,
+        batch: usize,
+        positions: usize,
+        options: &LaunchOptions,
+    ) -> Result<Prepared> {
+        let stamp = Stamp::find(config, batch)?;
+        check_positions(config, positions)?;
+        let shapes = StepShapes::new(config, &stamp.geometry(), positions);
+        Ok(backend.prepare(stamp.kernel(), &shapes.in_signature_order(), options)?)
+    }
+
     /// [`Decoder::new`] on the weights that `weights` makes or reads (of `config`'s
-    /// shapes), with the megakernel compiled on another thread meanwhile
-    /// ([`Decoder::precompile`]): NVRTC needs only the shapes, so its seconds pass while
-    /// the weights load and upload. A batch without a megakernel fails before `weights`
-    /// runs; an error of the weights or the upload comes first, then the compile's.
+    /// shapes), with the first step prepared on another thread meanwhile (the megakernel
+    /// compiled, [`Decoder::precompile`], then its task graph, [`Decoder::prepare`]): they
+    /// need only the shapes, so their seconds pass while the weights load and upload. A
+    /// bad batch or cache length fails before `weights` runs; an error of the weights or
+    /// the upload comes first, then the compile's.
     pub fn new_beside_compile(
         backend: &'b Bk,
         config: &LlamaConfig,
@@ -346,20 +479,24 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
         weights: impl FnOnce() -> Result<LlamaWeights>,
     ) -> Result<(Self, Warmup)> {
         Stamp::find(config, batch)?;
+        check_positions(config, positions)?;
         std::thread::scope(|s| {
-            let precompile = s.spawn(|| {
+            let ahead = s.spawn(|| -> Result<(bool, Duration, Duration)> {
                 let start = Instant::now();
-                Self::precompile(backend, config, batch, &options).map(|ran| (ran, start.elapsed()))
+                let compiled = Self::precompile(backend, config, batch, &options)?;
+                let compile = start.elapsed();
+                Self::prepare(backend, config, batch, positions, &options)?;
+                Ok((compiled, compile, start.elapsed() - compile))
             });
             let start = Instant::now();
             let weights = weights();
             let made = start.elapsed();
             let decoder = weights.and_then(|w| Self::new(backend, &w, batch, positions, options.clone()));
             let uploaded = start.elapsed();
-            let compiled = precompile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let ahead = ahead.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             let waited = start.elapsed() - uploaded;
-            let (decoder, (compiled, compile)) = (decoder?, compiled?);
-            Ok((decoder, Warmup { compiled, compile, weights: made, upload: uploaded - made, waited }))
+            let (decoder, (compiled, compile, graph)) = (decoder?, ahead?);
+            Ok((decoder, Warmup { compiled, compile, graph, weights: made, upload: uploaded - made, waited }))
         })
     }
 
@@ -403,15 +540,26 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             )));
         }
         check_positions(c, positions)?;
-        let (l, h, i, d, nkv, g) =
-            (c.num_layers, c.hidden_size, c.intermediate_size, c.head_dim, c.num_kv_heads, c.group_size());
-        // the buffers have a row per slot, idle ones included
-        let (b, s, v) = (geo.batch, geo.chunks, c.vocab_size);
+        let sh = StepShapes::new(c, &geo, positions);
+        // the tensors uploaded as they are (the others are reshaped, which checks them)
+        let head = weights.lm_head.as_ref().unwrap_or(&weights.embed);
+        for (what, t, want) in [
+            ("embedding", &weights.embed, &sh.embed),
+            ("LM head", head, &sh.embed),
+            ("final norm", &weights.final_norm, &sh.final_norm),
+        ] {
+            if t.shape() != want.as_slice() {
+                return Err(Error::Input(format!(
+                    "the {what} has shape {:?}, where the config gives {want:?}",
+                    t.shape()
+                )));
+            }
+        }
         let up = |t: &Tensor<bf16>| backend.upload(t).map_err(Error::from);
         let zeros = |shape: &[usize]| backend.upload(&Tensor::<bf16>::zeros(shape)).map_err(Error::from);
         let nan = |shape: &[usize]| backend.upload(&Tensor::<bf16>::poisoned(shape)).map_err(Error::from);
         let nan32 = |shape: &[usize]| backend.upload(&Tensor::<f32>::poisoned(shape)).map_err(Error::from);
-        let cache = [l * b * nkv, positions, d];
+        let index = vec![-7; sh.best.iter().product()];
         Ok(Decoder {
             backend,
             stamp,
@@ -421,34 +569,34 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
             options,
             table: up(&weights.embed)?,
             lm_head: weights.lm_head.as_ref().map(up).transpose()?,
-            attn_norm: up(&reshaped(&weights.attn_norm, &[l * h]))?,
+            attn_norm: up(&reshaped(&weights.attn_norm, &sh.norms))?,
             wqkv: up(&pack_qkv(weights))?,
-            wo: up(&reshaped(&weights.wo, &[l * h, nkv * g * d]))?,
-            mlp_norm: up(&reshaped(&weights.mlp_norm, &[l * h]))?,
-            w_gate: up(&reshaped(&weights.w_gate, &[l * i, h]))?,
-            w_up: up(&reshaped(&weights.w_up, &[l * i, h]))?,
-            w_down: up(&reshaped(&weights.w_down, &[l * h, i]))?,
+            wo: up(&reshaped(&weights.wo, &sh.wo))?,
+            mlp_norm: up(&reshaped(&weights.mlp_norm, &sh.norms))?,
+            w_gate: up(&reshaped(&weights.w_gate, &sh.gate_up))?,
+            w_up: up(&reshaped(&weights.w_up, &sh.gate_up))?,
+            w_down: up(&reshaped(&weights.w_down, &sh.down))?,
             final_norm: up(&weights.final_norm)?,
-            kc: zeros(&cache)?,
-            vc: zeros(&cache)?,
-            hs: nan(&[(l + 1) * b, h])?,
-            hm: nan(&[l * b, h])?,
-            xn: nan(&[l * b, h])?,
-            xm: nan(&[l * b, h])?,
-            qkv: nan(&[l * b, nkv * (g + 2) * d])?,
-            rope: nan32(&[b, d])?,
-            po: nan32(&[l * b * nkv * s * g, d])?,
-            pml: nan32(&[l * b * nkv * s * g, 2])?,
-            pk: nan32(&[2 * l * geo.proj_splits, b, h])?,
-            attn: nan(&[l * b, nkv * g * d])?,
-            act: nan(&[l * b, i])?,
-            xf: nan(&[b, h])?,
-            logits: nan32(&[b, v])?,
-            best: nan32(&[b, geo.vocab_tiles])?,
-            index: backend.upload(&Tensor::<i32>::from_vec(&[b, geo.vocab_tiles], vec![-7; b * geo.vocab_tiles])?)?,
-            inputs: [StepInputs::new(backend, b)?, StepInputs::new(backend, b)?],
+            kc: zeros(&sh.cache)?,
+            vc: zeros(&sh.cache)?,
+            hs: nan(&sh.residual)?,
+            hm: nan(&sh.rows)?,
+            xn: nan(&sh.rows)?,
+            xm: nan(&sh.rows)?,
+            qkv: nan(&sh.qkv)?,
+            rope: nan32(&sh.rope)?,
+            po: nan32(&sh.pieces)?,
+            pml: nan32(&sh.piece_stats)?,
+            pk: nan32(&sh.partials)?,
+            attn: nan(&sh.attn)?,
+            act: nan(&sh.act)?,
+            xf: nan(&sh.xf)?,
+            logits: nan32(&sh.logits)?,
+            best: nan32(&sh.best)?,
+            index: backend.upload(&Tensor::<i32>::from_vec(&sh.best, index)?)?,
+            inputs: [StepInputs::new(backend, geo.batch)?, StepInputs::new(backend, geo.batch)?],
             cur: 0,
-            staging: Vec::with_capacity(b),
+            staging: Vec::with_capacity(geo.batch),
             log: None,
         })
     }

@@ -137,7 +137,11 @@ fn decode<B: Backend>(
         Decoder::new_beside_compile(backend, &config, batch, positions, LaunchOptions::default(), weights)?;
     if gpu {
         let how = if warmup.compiled { "compiled with NVRTC" } else { "loaded from the disk cache" };
-        println!("megakernel {how} in {:.2} s, beside the weights", warmup.compile.as_secs_f64());
+        println!(
+            "megakernel {how} in {:.2} s, and its task graph prepared in {:.2} s, beside the weights",
+            warmup.compile.as_secs_f64(),
+            warmup.graph.as_secs_f64()
+        );
     }
     let slots = decoder.stamp().geometry().batch;
     println!(

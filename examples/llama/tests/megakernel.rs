@@ -164,6 +164,15 @@ fn sizes_without_a_megakernel_and_bad_inputs_are_errors() {
     assert!(!made.get(), "the weights were not made for a batch without a megakernel");
     let (dec, warmup) = beside(2, &made).unwrap();
     assert!(made.get() && !warmup.compiled && dec.batch() == 2);
+    made.set(false);
+    let e = Decoder::new_beside_compile(&cpu, &w.config, 2, 2049, LaunchOptions::default(), || {
+        made.set(true);
+        Ok(w.clone())
+    })
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("a KV cache of 2049 positions") && !made.get(), "{e}");
     let odd = LlamaWeights::random(&LlamaConfig { hidden_size: 96, ..w.config.clone() }, 0).unwrap();
     assert!(err(Decoder::new(&cpu, &odd, 1, 32, LaunchOptions::default())).contains("no decode megakernel is stamped"));
     // the cache's length is the host's choice, within the model's context
@@ -294,4 +303,34 @@ fn steps_fed_back_back_to_back_equal_steps_that_wait() {
     let e = fed.feed_back(usize::MAX, false).unwrap_err().to_string();
     assert!(e.contains("steps from position 8 go past the KV cache's 12 positions"), "{e}");
     assert_eq!(fed.step(&[1, 2], &[8, 8], false).unwrap().next.len(), 2);
+}
+
+/// `Decoder::prepare` gives the backend the shapes of every tensor of a step before any
+/// exists; the CPU backend checks them against the megakernel's declarations, as a
+/// launch would: so this checks them in the signature's order, for every stamp.
+#[test]
+fn every_stamp_is_prepared_for_the_shapes_its_decoder_launches_with() {
+    let cpu = Cpu::new();
+    let opts = LaunchOptions::default();
+    for stamp in Stamp::ALL {
+        let geo = stamp.geometry();
+        let config = LlamaConfig::preset(geo.preset).unwrap();
+        for positions in [1, 17, config.max_position_embeddings] {
+            let prepared = Decoder::prepare(&cpu, &config, geo.batch, positions, &opts);
+            assert_eq!(prepared.unwrap(), et_core::Prepared::default(), "{stamp:?} at {positions} positions");
+        }
+        let e = Decoder::prepare(&cpu, &config, geo.batch, config.max_position_embeddings + 1, &opts)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("positions"), "{e}");
+        let zero = LaunchOptions { workers: Some(0), ..Default::default() };
+        assert!(Decoder::prepare(&cpu, &config, geo.batch, 8, &zero).is_err());
+    }
+    // and the tiny decoder that `new` builds launches with exactly those shapes: a step
+    // after the prepare runs as one without it
+    let w = tiny(3);
+    assert_eq!(Decoder::prepare(&cpu, &w.config, 2, 16, &opts).unwrap(), et_core::Prepared::default());
+    let mut dec = Decoder::new(&cpu, &w, 2, 16, opts).unwrap();
+    let step = dec.step(&[1, 2], &[0, 0], false).unwrap();
+    assert_eq!(step.next.len(), 2);
 }
