@@ -11,6 +11,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=c
 nproc >> $L; lscpu | grep "Model name" >> $L
 # 0. the GPU tests of compiling and preparing ahead (Backend::prepare is new)
 timeout 120 $G/tests/gpu_device --include-ignored --test-threads=1 prepare precompile > $OUT/tests.txt 2>&1; stamp $? >> $OUT/tests.txt
+timeout 120 $G/tests/gpu_llama --include-ignored --test-threads=1 beside >> $OUT/tests.txt 2>&1; stamp $? >> $OUT/tests.txt
 # 1. the llama binary, both caches fresh, then warm: the first step should resolve no graph
 export ET_CACHE_DIR=/tmp/et-cache-llama CUDA_CACHE_PATH=/tmp/nv-cache-llama
 for label in cold warm; do

@@ -271,9 +271,10 @@ pub trait Backend: Sync {
     /// and where the backend keeps per-shape state, resolves the task graph, schedules it
     /// and uploads its tables. It needs no tensors, so it can run on another thread while
     /// they are made; a launch with tensors of these shapes and these options then finds
-    /// everything ready (its report's `host_module` and `host_graph` are zero). A graph
-    /// that reads the tensors' data (data-dependent counts or indices) is left to the
-    /// launch.
+    /// everything ready (its report's `host_module` and `host_graph` are zero), unless the
+    /// backend evicted it meanwhile (et-device keeps the 64 most recently used task
+    /// graphs). A graph that reads the tensors' data (data-dependent counts or indices) is
+    /// left to the launch.
     fn prepare(&self, kernel: &Kernel, shapes: &[Vec<usize>], options: &LaunchOptions) -> Result<Prepared> {
         options.validate()?;
         kernel.dims_for(&extents(shapes))?;

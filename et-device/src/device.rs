@@ -273,11 +273,8 @@ impl Backend for Cuda {
             let mut guard = self.launcher()?;
             let Launcher { modules, checked, states, .. } = &mut *guard;
             let (loaded, _, _) = modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
-            let launch = Launch {
-                schedule,
-                grid: options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid),
-                placement: options.placement,
-            };
+            let launch = Launch::new(options, schedule, self.sms, loaded.max_grid);
+            // (solved above already; this also remembers them for the launch)
             let Checked { dims, data } = checked::check(checked, kernel, &args)?;
             let probe = StateProbe { spec: &kernel.graph, launch, dims, data: &vec![None; args.len()] };
             if !data.is_empty() || states.contains(&probe) {
@@ -287,6 +284,8 @@ impl Backend for Cuda {
         };
         self.ctx.bind_to_thread().map_err(device_err("binding the CUDA context"))?;
         let tensors = DeviceTensors::read(&[], &args)?;
+        // (the tables' uploads go on the stream without the lock: a launch of another
+        // thread enqueued meanwhile may report them in its kernel time)
         let state = GraphState::new(&self.stream, &kernel.graph, &tensors, schedule, launch.grid, launch.placement)?;
         let probe = StateProbe { spec: &kernel.graph, launch, dims: &dims, data: &tensors.data };
         // a launch on another thread may have built the same state meanwhile: it stays
@@ -411,11 +410,7 @@ impl Backend for Cuda {
         let Launcher { modules, checked, states, status, pending, .. } = launcher;
         let (loaded, compiled, host_module) =
             modules::load(modules, &self.ctx, &self.compiler, self.sms, kernel, schedule)?;
-        let launch = Launch {
-            schedule,
-            grid: options.workers.unwrap_or(self.sms).clamp(1, loaded.max_grid),
-            placement: options.placement,
-        };
+        let launch = Launch::new(options, schedule, self.sms, loaded.max_grid);
 
         // Dims are solved (and every shape and op call checked) once per kernel and shapes;
         // the task graph is resolved again only for a new key (shapes, index data, options).

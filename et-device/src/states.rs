@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use et_core::LaunchOptions;
 use et_core::graph::GraphSpec;
 use et_core::graph::ScheduleKind;
 use et_core::graph::schedule::Placement;
@@ -34,6 +35,15 @@ pub(crate) struct Launch {
     pub schedule: ScheduleKind,
     pub grid: usize,
     pub placement: Placement,
+}
+
+impl Launch {
+    /// What a launch with `options` runs: under `schedule`, on the options' workers or
+    /// else one CTA per SM of the device's `sms`, at most the `max_grid` CTAs of its
+    /// module that fit the device at once. `launch` and `prepare` key their states by it.
+    pub fn new(options: &LaunchOptions, schedule: ScheduleKind, sms: usize, max_grid: usize) -> Self {
+        Launch { schedule, grid: options.workers.unwrap_or(sms).clamp(1, max_grid), placement: options.placement }
+    }
 }
 
 /// A launch's [`StateKey`], borrowed (looking a state up allocates nothing).

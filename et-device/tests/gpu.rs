@@ -125,6 +125,21 @@ fn a_launch_prepared_on_another_thread_finds_its_module_and_task_graph() {
         assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
     }
     assert_eq!(gpu.prepare(&split_row_sum::KERNEL, &shapes, &opts).unwrap(), Prepared::default(), "ready already");
+    let launch = |options: &LaunchOptions| {
+        let mut part = gpu.poisoned::<f32>(&[rows, 4]).unwrap();
+        let mut c = gpu.poisoned::<f32>(&[rows]).unwrap();
+        let report = split_row_sum::launch_with(&gpu, options, &da, &mut part, &mut c).unwrap();
+        assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
+        report
+    };
+    // other options are another state: a grid of 7 CTAs is resolved by its launch
+    assert!(!launch(&LaunchOptions { workers: Some(7), ..opts.clone() }).host_graph.is_zero());
+    // the kernel's own schedule (no `schedule`), and more workers than fit (clamped as the
+    // launch clamps them), prepared and found
+    let many = LaunchOptions { workers: Some(gpu.sm_count() * 10), ..Default::default() };
+    assert_eq!(gpu.prepare(&split_row_sum::KERNEL, &shapes, &many).unwrap(), Prepared { compiled: false, graph: true });
+    let report = launch(&many);
+    assert!(report.host_graph.is_zero() && report.host_module.is_zero(), "{report:?}");
     // other shapes are another graph: the launch resolves it
     let small = Tensor::<f32>::random(&[32, 128], 8);
     let (ds, mut part, mut c) =

@@ -425,7 +425,8 @@ pub struct Warmup {
     /// Compiling (or reading) and loading the megakernel, on its own thread.
     pub compile: Duration,
     /// Then, on that thread, resolving the first step's task graph and uploading its
-    /// tables ([`Decoder::prepare`]; zero on the CPU backend, which keeps no such state).
+    /// tables ([`Decoder::prepare`]; on the CPU backend, which keeps no such state, only
+    /// the shapes' check).
     pub graph: Duration,
     /// Making or reading the weights.
     pub weights: Duration,
@@ -450,7 +451,9 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// shapes, `batch` sequences, a cache of `positions`, `options`) does before its kernel
     /// runs ([`Backend::prepare`]): compiles and loads the megakernel, then resolves its
     /// task graph, schedules it and uploads its tables. It needs no weights and no
-    /// tensors. Errors as `new` would for the batch, the positions or the options.
+    /// tensors. Errors as `new` would for the batch and the positions, and as the first
+    /// step would for the options. The first step finds what this made if its decoder has
+    /// these options and the backend has not evicted it (it keeps 64 task graphs).
     pub fn prepare(
         backend: &Bk,
         config: &LlamaConfig,
@@ -469,7 +472,7 @@ impl<'b, Bk: Backend> Decoder<'b, Bk> {
     /// compiled, [`Decoder::precompile`], then its task graph, [`Decoder::prepare`]): they
     /// need only the shapes, so their seconds pass while the weights load and upload. A
     /// bad batch or cache length fails before `weights` runs; an error of the weights or
-    /// the upload comes first, then the compile's.
+    /// the upload comes first, then the compile's or the prepare's.
     pub fn new_beside_compile(
         backend: &'b Bk,
         config: &LlamaConfig,

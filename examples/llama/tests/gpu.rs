@@ -125,6 +125,33 @@ fn generation_feeding_tokens_back_on_the_device_equals_writing_them_from_the_hos
     assert_eq!(a.next, b.next);
 }
 
+/// A decoder built beside its compile (`new_beside_compile`, which prepares the first
+/// step's module and task graph on another thread while the weights are made) steps
+/// without compiling or resolving anything, and gives the logits of one built plainly.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_decoder_built_beside_its_compile_resolves_nothing_in_its_first_step() {
+    let cache = std::env::temp_dir().join(format!("et-llama-beside-{}", std::process::id()));
+    let gpu = et_device::Cuda::new(0).unwrap_or_else(|e| panic!("{e}")).with_cache_dir(Some(cache.clone()));
+    let config = LlamaConfig::preset("llama-3.2-1b").unwrap();
+    let (mut dec, warmup) =
+        Decoder::new_beside_compile(&gpu, &config, 3, 40, LaunchOptions::default(), || Ok(weights())).unwrap();
+    assert!(warmup.compiled && !warmup.graph.is_zero(), "{warmup:?}");
+    let (tokens, positions) = ([128000, 791, 6864], [0, 0, 0]);
+    let step = dec.step(&tokens, &positions, true).unwrap();
+    let r = &step.report;
+    assert!(!r.compiled && r.host_module.is_zero() && r.host_graph.is_zero(), "{r:?}");
+    // another decoder of other positions: another task graph, which its first step resolves
+    let w = weights();
+    let mut plain = Decoder::new(&gpu, &w, 3, 48, LaunchOptions::default()).unwrap();
+    let other = plain.step(&tokens, &positions, true).unwrap();
+    assert!(!other.report.host_graph.is_zero(), "{:?}", other.report);
+    let bits = |t: &Tensor<f32>| t.as_slice().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(step.logits.as_ref().unwrap()), bits(other.logits.as_ref().unwrap()));
+    assert_eq!(step.next, other.next);
+    std::fs::remove_dir_all(&cache).ok();
+}
+
 /// The batch-32 and 64 stamps (norm tasks, the output and down projections split over k)
 /// against the batch-8 stamp (fused norms, whole projections), which the test above holds
 /// to the CPU reference: sequences are independent, so each row of a large batch, fed
