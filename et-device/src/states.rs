@@ -116,6 +116,18 @@ mod tests {
     }
 
     #[test]
+    fn a_launch_runs_the_workers_asked_for_within_what_fits() {
+        let asked = |workers| LaunchOptions { workers, ..Default::default() };
+        let grid = |options: &LaunchOptions| Launch::new(options, ScheduleKind::Static, 132, 264).grid;
+        assert_eq!(grid(&asked(None)), 132, "one CTA per SM by default");
+        assert_eq!(grid(&asked(Some(7))), 7);
+        assert_eq!(grid(&asked(Some(1000))), 264, "at most what fits at once");
+        assert_eq!(Launch::new(&asked(None), ScheduleKind::Static, 132, 100).grid, 100);
+        let placed = LaunchOptions { placement: Placement::RoundRobin, ..Default::default() };
+        assert_eq!(Launch::new(&placed, ScheduleKind::Dynamic, 4, 8).placement, Placement::RoundRobin);
+    }
+
+    #[test]
     fn specs_compare_by_address_only_where_both_borrow_the_same_static_data() {
         let spec = &splitk::split_row_sum::KERNEL.graph;
         assert!(same_spec(spec, &spec.clone()));
