@@ -1,8 +1,8 @@
 #!/bin/bash
 # session 37, call 3: the steps and the PyTorch anchors on an H200, if one is lent (the
+# last H200 figures are run 37/38's; the CUDA of the step has not changed since).
 # NOT RUN in session 37: no H200 was lent (five tries). Ready for the next session: pack as
 # for calls 1-2, then run it with kind nvidia-h200.
-# last H200 figures are run 37/38's; the CUDA of the step has not changed since).
 G=.gpu
 [ -x $G/bin/llama_bench ] || tar xJf $G/pack.tar.xz -C $G
 t0=$(date +%s)
