@@ -633,9 +633,12 @@ __device__ __forceinline__ et::TensorArg arg(void* p, long long n1 = 1, long lon
                                              {E0, E1, E2})
 "#;
 
-/// The whole translation unit for `shape`, CTAs of `threads` threads.
+/// The whole translation unit for `shape`, CTAs of `threads` threads (given to the ops as
+/// a megakernel's source gives them its own, `ET_CTA_THREADS`, so that they compile the
+/// same paths).
 pub fn cuda_source(shape: &Shape, stages: &[Stage], threads: u32) -> String {
-    let mut src = et_core::cuda_prelude();
+    let mut src = format!("#define ET_CTA_THREADS {threads}\n");
+    src.push_str(&et_core::cuda_prelude());
     let mut seen: Vec<&str> = Vec::new();
     for st in stages {
         let op = st.op;

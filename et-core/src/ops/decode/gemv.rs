@@ -33,7 +33,11 @@
 //! instead (`matvec_wgmma`): a unit is 64 rows over a `k` slice, run by a warpgroup, both
 //! operands copied by `cp.async` into two 128-byte-swizzled stages of 64 `k` that
 //! `wgmma.mma_async` reads by descriptor; the gate/up GEMV at batch 64 went from 48% to 79%
-//! of the copy bandwidth (RESULTS run 33).
+//! of the copy bandwidth (RESULTS run 33). Where the extents and the CTA size (the
+//! source's `ET_CTA_THREADS`) say at compile time that every launch with 16-byte aligned
+//! rows takes it, that path is compiled alone, beside a small scalar one for unaligned
+//! rows (`matvec_rows_scalar`), not beside the mma.sync path: NVRTC compiles a batch-32
+//! or 64 Llama step 15–40% faster (RESULTS run 46).
 //! The mma reads both operands straight from global memory in 16-byte pieces: a lane's eight consecutive `k` of a weight row and of a batch row feed two
 //! mmas, which sums the same products in a permuted `k` order (the permutation is the
 //! same for both operands); `x` is an activation (ordinary loads, served from L1 to the
@@ -312,6 +316,12 @@ macro_rules! matvec_cuda {
 #elif !defined(ET_GEMV_WGMMA)
 #define ET_GEMV_WGMMA 1
 #endif
+// Whether a GEMV whose wgmma path every aligned launch takes compiles it alone, with a
+// scalar fallback (`matvec_ring_kinds`). 0 compiles the mma.sync register path beside it,
+// for side-by-side runs.
+#ifndef ET_GEMV_WG_ONLY
+#define ET_GEMV_WG_ONLY 1
+#endif
 // Whether the fused norm GEMVs (x already in shared memory) take the ring too. Off: their
 // ring's registers raised the Llama megakernels' spills (ptxas, 1B batch 1: 112 bytes
 // with it, 36 without, 48 with no ring at all), which slowed the attention more than the
@@ -401,17 +411,35 @@ __device__ constexpr int matvec_waves(int N, int K, int B, int NW, int warps) {
     }
     return kinds;
 }
+// The megakernel's CTA size where its source gives it (`ET_CTA_THREADS`, defined by
+// `Kernel::cuda_source_for`), else 0 (unknown: decided at run time).
+#ifdef ET_CTA_THREADS
+constexpr int MATVEC_CTA_THREADS = ET_CTA_THREADS;
+#else
+constexpr int MATVEC_CTA_THREADS = 0;
+#endif
+// A `KINDS` bit of its own: the wgmma path is compiled alone (`matvec_ring_kinds`).
+constexpr int MATVEC_WG_ONLY = 4;
 // The ring paths to compile for NW weight tiles of type W and activations of type X: those
 // the 16-warp CTA takes where the extents are static and the batch is above 16 (an unused
 // path made the megakernel's code large enough at batch 64 that the compiler stopped
 // inlining its task dispatch: RESULTS run 21), both otherwise. A CTA of another size whose
 // wave needs a path not compiled takes the register path.
+// Where the wgmma path is known at compile time to be taken by every launch whose rows are
+// 16-byte aligned (static extents of at least MATVEC_WG_MIN_ROWS rows, k in whole 16-byte
+// pieces, a CTA of one to four whole warpgroups, whose stages the arena holds), it is
+// compiled alone (MATVEC_WG_ONLY): the rare launch with unaligned rows takes
+// `matvec_rows_scalar` instead of the mma.sync register path, which cost about a fifth of
+// NVRTC's time for a batch-64 Llama step beside the wgmma path (RESULTS run 46).
 template <int NW, class W, class X>
 __device__ constexpr int matvec_ring_kinds() {
     constexpr int n = W::template static_extent<0>(), k = W::template static_extent<1>(),
                   b = X::template static_extent<0>();
-    if (n > 0 && k > 0 && b > 16 && b <= 64)
-        return ET_GEMV_WGMMA && n >= MATVEC_WG_MIN_ROWS ? 0 : matvec_waves(n, k, b, NW, 16);
+    if (n > 0 && k > 0 && b > 16 && b <= 64) {
+        if (!ET_GEMV_WGMMA || n < MATVEC_WG_MIN_ROWS) return matvec_waves(n, k, b, NW, 16);
+        const bool cta = MATVEC_CTA_THREADS > 0 && MATVEC_CTA_THREADS % 128 == 0 && MATVEC_CTA_THREADS <= 512;
+        return ET_GEMV_WG_ONLY && cta && k % 8 == 0 ? MATVEC_WG_ONLY : 0;
+    }
     return 3;
 }
 
@@ -1124,6 +1152,32 @@ __device__ constexpr unsigned int matvec_simt_x_bytes(int K) {
     return ((unsigned int)(K + 7) / 8u * 16u + 127u) / 128u * 128u;
 }
 
+// The last resort of a GEMV whose wgmma path was compiled alone (MATVEC_WG_ONLY) when a
+// launch's rows are not whole 16-byte pieces: a warp per output (row n, batch row b), its
+// lanes over k one element at a time. Correct for any strides, and slow (a weight row is
+// read once per batch row): it exists so that every layout runs, and is small so that
+// every GEMV of a megakernel can compile it.
+template <int NW, class E>
+__device__ __forceinline__ void matvec_rows_scalar(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
+                                                   const long long (&ws1)[NW], const et::bf16* x, long long xs0,
+                                                   long long xs1, int B, int N, int K, E& epi) {
+    const int lane = threadIdx.x & 31;
+    for (int i = threadIdx.x >> 5; i < N * B; i += blockDim.x >> 5) {
+        const int n = i / B, b = i - n * B;
+        float acc[NW];
+#pragma unroll
+        for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
+        for (int k = lane; k < K; k += 32) {
+            const float xv = et::to_float(x[b * xs0 + k * xs1]);
+#pragma unroll
+            for (int j = 0; j < NW; ++j) acc[j] += et::to_float(w[j][n * ws0[j] + k * ws1[j]]) * xv;
+        }
+        const float a0 = et::warp_sum(acc[0]);
+        const float a1 = NW > 1 ? et::warp_sum(acc[NW - 1]) : 0.0f;
+        if (lane == 0) epi(b, n, a0, a1);
+    }
+}
+
 // SB is x's batch extent when known at compile time (`static_extent<0>()`, every
 // megakernel's case): the fragments and loops are then sized to it; with SB = -1 one
 // instance serves every batch up to 64 (rows of a larger batch are left unwritten).
@@ -1147,8 +1201,9 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
     int P = 0;
     const et::bf16* sw[NW] = {};
     if (prefetched) {
-        // the same tiles, and room for this call's partial sums after them
-        bool same = pf->tiles == (unsigned int)NW && pf->k == K && wv &&
+        // the same tiles, and room for this call's partial sums after them; a wgmma path
+        // compiled alone reads global memory (the copies have warmed L2)
+        bool same = !(KINDS & MATVEC_WG_ONLY) && pf->tiles == (unsigned int)NW && pf->k == K && wv &&
                     pf->end + matvec_partial_bytes(N, K, batch, NW) <= et::arena_capacity();
 #pragma unroll
         for (int j = 0; j < NW; ++j) {
@@ -1211,6 +1266,8 @@ __device__ __forceinline__ void matvec_core(const et::bf16* const (&w)[NW], cons
                 }
             }
 #endif
+            else if constexpr ((KINDS & MATVEC_WG_ONLY) != 0)
+                matvec_rows_scalar<NW>(w, ws0, ws1, x, xs0, xs1, batch, N, K, epi);
             else
                 matvec_mma<NW, NBM, XS, KINDS>(w, ws0, ws1, sw, P, srs, bar, x, xs0, xs1, batch, N, K, wv, part, ring, xring,
                                         epi);
@@ -1248,7 +1305,10 @@ __device__ void matvec_prefetch(W w, long long batch, unsigned char* smem) {
     /// counted on an mbarrier); the GEMV reads those from shared memory and the rest from
     /// global memory. Nothing is copied where `w`'s rows are not whole 16-byte lines, or
     /// where the GEMV's tiles or batch differ from the prefetch's: the GEMV then reads
-    /// global memory as without it. Does nothing on the CPU.
+    /// global memory as without it. Nor does a GEMV read them where it runs on Hopper's
+    /// warpgroup mma alone (sm_90a, static extents, batch above 16, tiles of 32 rows or
+    /// more): that path streams from global memory, which the copies have warmed in L2.
+    /// Does nothing on the CPU.
     pub fn matvec_prefetch(w: TileRef<'_, bf16, 2>, batch: i64) {
         let _ = (w, batch);
     }

@@ -34,6 +34,8 @@ macro_rules! gemv_kernel {
             po: &Tensor<f32, { [BT * 285, 72] }>,
             pml: &Tensor<f32, { [BT * 285, 2] }>,
             y_merge: &mut Tensor<bf16, { [BT, R * NT] }>,
+            wodd: &Tensor<bf16, { [R * NT, KD + 4] }>,
+            y_odd: &mut Tensor<f32, { [BT, R * NT] }>,
         ) {
             let done = event!([R]);
             tile!(split[r, s] in [R, 4] {
@@ -81,6 +83,12 @@ macro_rules! gemv_kernel {
                     res.tile([0, r], [BT, NT]),
                     y_merge.tile([0, r], [BT, NT]),
                 );
+            });
+            tile!(odd[r] in [R] {
+                // rows of 4108 bf16 (8216 bytes) are not 16-byte aligned: no path that
+                // streams 16-byte pieces takes them (above batch 16 on sm_90a, the wgmma
+                // path's scalar fallback)
+                matvec(wodd.tile([r, 0], [NT, KD]), x.tile([0, 0], [BT, KD]), y_odd.tile([0, r], [BT, NT]));
             });
         }
     };
@@ -427,8 +435,9 @@ pub fn check_gemv<B: Backend>(
     let res = Tensor::<bf16>::random(&[batch, n], seed + 3);
     let nw = Tensor::<bf16>::random(&[K], seed + 4);
     let (po, pml) = attention_pieces(batch * 285, 72, 3, seed + 5);
-    let run = |be: &dyn Fn() -> [Tensor<f32>; 9]| be();
-    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 9] {
+    let wodd = Tensor::<bf16>::random(&[n, K + 4], seed + 6);
+    let run = |be: &dyn Fn() -> [Tensor<f32>; 10]| be();
+    let on = |o: &LaunchOptions, cpu: bool| -> [Tensor<f32>; 10] {
         macro_rules! go {
             ($be:expr) => {{
                 let be = $be;
@@ -445,12 +454,14 @@ pub fn check_gemv<B: Backend>(
                 let mut yns = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
                 let (dpo, dpml) = (be.upload(&po).unwrap(), be.upload(&pml).unwrap());
                 let mut ym = be.upload(&Tensor::<bf16>::poisoned(&[batch, n])).unwrap();
+                let dwodd = be.upload(&wodd).unwrap();
+                let mut yo = be.upload(&Tensor::<f32>::poisoned(&[batch, n])).unwrap();
                 let args = (&dw, &dwu, &dx, &dr);
                 macro_rules! launch {
                     ($k:ident) => {
                         $k::launch_with(
                             be, o, args.0, args.1, args.2, args.3, &dnw, &mut part, &mut ys, &mut y, &mut yr, &mut yl,
-                            &mut yw, &mut yn, &mut yns, &dpo, &dpml, &mut ym,
+                            &mut yw, &mut yn, &mut yns, &dpo, &dpml, &mut ym, &dwodd, &mut yo,
                         )
                     };
                 }
@@ -477,6 +488,7 @@ pub fn check_gemv<B: Backend>(
                     be.download(&yn).unwrap(),
                     be.download(&yns).unwrap().to_f32(),
                     be.download(&ym).unwrap().to_f32(),
+                    be.download(&yo).unwrap(),
                 ]
             }};
         }
@@ -495,6 +507,7 @@ pub fn check_gemv<B: Backend>(
         "rms_norm_matvec",
         "rms_norm_matvec_silu",
         "attention_merge_matvec_residual",
+        "matvec of rows not 16-byte aligned",
     ]
     .iter()
     .enumerate()
