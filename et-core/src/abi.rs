@@ -24,6 +24,14 @@ pub const PER_ELEMENT: u32 = u32::MAX;
 /// that the kernel can align the arena to 128 bytes (`ET_SMEM_SLACK`).
 pub const SMEM_SLACK: usize = 128;
 
+/// The dynamic shared memory a kernel whose ops declare an arena of `arena` bytes must be
+/// launched with: the arena and [`SMEM_SLACK`], which the prelude's `et::arena_capacity`
+/// takes off again; 0 without an arena. Every launcher of op code (the backends, the
+/// kernel-per-operator baselines) gives this, so that an op finds the room it declared.
+pub const fn launch_smem_bytes(arena: usize) -> usize {
+    if arena == 0 { 0 } else { arena + SMEM_SLACK }
+}
+
 /// Words per task in the trace buffer (`ET_TRACE_WORDS`): `(SM << 32) | CTA`, the start,
 /// the end, and when the task's last wait ended (the start for a task without a wait),
 /// all in global-timer nanoseconds.

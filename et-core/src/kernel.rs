@@ -115,7 +115,7 @@ impl Kernel {
         if arena == 0 {
             return Ok(0);
         }
-        let bytes = arena + crate::abi::SMEM_SLACK;
+        let bytes = crate::abi::launch_smem_bytes(arena);
         if bytes + static_bytes > limit {
             let k = self.cuda.smem.iter().position(|&b| b == arena).unwrap_or(0);
             let op = self.cuda.ops.get(k).map_or("?", |o| o.path);

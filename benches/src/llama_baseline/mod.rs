@@ -153,9 +153,11 @@ impl<'g> Baseline<'g> {
                 // an arena above the default 48 KB must be allowed per function first
                 f.set_attribute(
                     cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    st.arena_bytes() as i32,
+                    st.launch_smem_bytes() as i32,
                 )
-                .map_err(|e| format!("allowing kernel `{}` a {} byte arena: {e:?}", st.kernel, st.arena_bytes()))?;
+                .map_err(|e| {
+                    format!("allowing kernel `{}` {} bytes of shared memory: {e:?}", st.kernel, st.launch_smem_bytes())
+                })?;
                 Ok(f)
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -211,7 +213,7 @@ impl<'g> Baseline<'g> {
                     })
                 })
                 .collect::<Result<Vec<_>, Error>>()?;
-            launches.push(Launch { function: f, grid: st.grid as u32, arena: st.arena_bytes() as u32, args });
+            launches.push(Launch { function: f, grid: st.grid as u32, arena: st.launch_smem_bytes() as u32, args });
             Ok(())
         };
         // the step's order: the stages before the layers, each layer's, the ones after

@@ -171,14 +171,15 @@ impl MoeBaseline {
         for st in source::stages(&cfg, t) {
             let mut add = |name: &str, params: &str| -> Result<(), Error> {
                 let function = module.load_function(name).map_err(|e| format!("loading kernel `{name}`: {e:?}"))?;
-                let arena = st.arena_bytes();
+                // the arena and the slack the prelude takes off it (as a megakernel's launch)
+                let arena = et_core::abi::launch_smem_bytes(st.arena_bytes());
                 // an arena above the default 48 KB must be allowed per function first
                 function
                     .set_attribute(
                         cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         arena as i32,
                     )
-                    .map_err(|e| format!("allowing kernel `{name}` a {arena} byte arena: {e:?}"))?;
+                    .map_err(|e| format!("allowing kernel `{name}` {arena} bytes of shared memory: {e:?}"))?;
                 let args = params_of(params, &addrs).map_err(|why| format!("kernel `{name}`: {why}"))?;
                 kernels.push((name.to_string(), Kernel { function, arena: arena as u32, args }));
                 Ok(())
