@@ -60,7 +60,7 @@ pub struct StepResult {
 struct Launch {
     function: usize,
     grid: u32,
-    /// Dynamic shared memory: the op's arena.
+    /// Dynamic shared memory: the op's arena and its alignment slack.
     arena: u32,
     args: Vec<Arg>,
 }

@@ -49,7 +49,7 @@ pub struct RunResult {
 /// A compiled kernel and how to pass its parameters.
 struct Kernel {
     function: CudaFunction,
-    /// Dynamic shared memory: the op's arena.
+    /// Dynamic shared memory: the op's arena and its alignment slack.
     arena: u32,
     args: Vec<Arg>,
 }
@@ -172,16 +172,16 @@ impl MoeBaseline {
             let mut add = |name: &str, params: &str| -> Result<(), Error> {
                 let function = module.load_function(name).map_err(|e| format!("loading kernel `{name}`: {e:?}"))?;
                 // the arena and the slack the prelude takes off it (as a megakernel's launch)
-                let arena = et_core::abi::launch_smem_bytes(st.arena_bytes());
-                // an arena above the default 48 KB must be allowed per function first
+                let smem = et_core::abi::launch_smem_bytes(st.arena_bytes());
+                // more than the default 48 KB must be allowed per function first
                 function
                     .set_attribute(
                         cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        arena as i32,
+                        smem as i32,
                     )
-                    .map_err(|e| format!("allowing kernel `{name}` {arena} bytes of shared memory: {e:?}"))?;
+                    .map_err(|e| format!("allowing kernel `{name}` {smem} bytes of shared memory: {e:?}"))?;
                 let args = params_of(params, &addrs).map_err(|why| format!("kernel `{name}`: {why}"))?;
-                kernels.push((name.to_string(), Kernel { function, arena: arena as u32, args }));
+                kernels.push((name.to_string(), Kernel { function, arena: smem as u32, args }));
                 Ok(())
             };
             add(st.kernel, st.params)?;
