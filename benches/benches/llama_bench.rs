@@ -74,6 +74,11 @@ struct Args {
     /// between the launches), to set beside the megakernel's trace.
     #[arg(long)]
     stage_profile: bool,
+    /// With `--stage-profile`: profile the stages a second time, each launched with the
+    /// megakernel's dynamic shared memory (so with its L1), to see what the megakernel's one
+    /// arena size costs each op.
+    #[arg(long, requires = "stage_profile")]
+    stage_profile_megakernel_smem: bool,
     /// CTA sizes to measure the kernel-per-operator baseline at (comma-separated; default:
     /// the megakernel stamp's). Each size other than the stamp's reports its rows as
     /// `baseline graph, N threads` and `baseline stream, N threads`.
@@ -203,6 +208,7 @@ fn run(args: &Args) -> Res<()> {
                 steps: args.steps,
                 warmup: args.warmup,
                 stage_profile: args.stage_profile,
+                stage_profile_megakernel_smem: args.stage_profile_megakernel_smem,
                 trace_layer: args.trace_layer,
                 schedules: &args.schedules,
                 baseline_threads: &args.baseline_threads,
@@ -279,6 +285,8 @@ struct Bench<'a> {
     steps: usize,
     warmup: usize,
     stage_profile: bool,
+    /// Profile the stages again at the megakernel's dynamic shared memory.
+    stage_profile_megakernel_smem: bool,
     trace_layer: i64,
     schedules: &'a [ScheduleKind],
     /// The baseline's CTA sizes (empty: the stamp's).
@@ -476,13 +484,7 @@ impl Bench<'_> {
         for &kv in kvs {
             let positions = vec![kv - 1; self.batch];
             if self.stage_profile {
-                println!(
-                    "  {config} B = {} KV = {kv}: baseline GPU time per stage kernel (one step, stream)",
-                    self.batch
-                );
-                for (stage, n, us) in bl.stage_profile(tokens, &positions)? {
-                    println!("    {stage:24} {n:4} launches {us:10.1} us total {:8.2} us each", us / n as f64);
-                }
+                print_stage_profile(&mut bl, &format!("{config} B = {} KV = {kv}", self.batch), tokens, &positions)?;
             }
             let launches = bl.launches_per_step();
             for (variant, mode) in [(report::BASELINE_STREAM, Mode::Stream), (report::BASELINE_GRAPH, Mode::Graph)] {
@@ -493,8 +495,27 @@ impl Bench<'_> {
                 rows.push(row(kv, &format!("{variant}{suffix}"), t, launches)?);
             }
         }
+        if self.stage_profile_megakernel_smem {
+            // after the timed steps, which keep the stages' own sizes
+            let bytes = et_core::abi::launch_smem_bytes(bl.stamp().kernel().arena_bytes());
+            bl.reserve_smem(bytes as u32)?;
+            for &kv in kvs {
+                let what =
+                    format!("{config} B = {} KV = {kv}, every stage at {bytes} bytes of shared memory", self.batch);
+                print_stage_profile(&mut bl, &what, tokens, &vec![kv - 1; self.batch])?;
+            }
+        }
         Ok(rows)
     }
+}
+
+/// Prints the baseline's GPU time per stage kernel in one step (`Baseline::stage_profile`).
+fn print_stage_profile(bl: &mut Baseline, what: &str, tokens: &[u32], positions: &[usize]) -> Res<()> {
+    println!("  {what}: baseline GPU time per stage kernel (one step, stream)");
+    for (stage, n, us) in bl.stage_profile(tokens, positions)? {
+        println!("    {stage:24} {n:4} launches {us:10.1} us total {:8.2} us each", us / n as f64);
+    }
+    Ok(())
 }
 
 /// Runs this binary as a child twice, with fresh compile caches (et's and NVRTC's own: cold)

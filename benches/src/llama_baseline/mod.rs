@@ -251,6 +251,27 @@ impl<'g> Baseline<'g> {
         })
     }
 
+    /// Launches every stage kernel with at least `bytes` of dynamic shared memory (the
+    /// megakernel's launch size, say). Shared memory and L1 share an SM's 256 KB, so a
+    /// stage then runs with the L1 that the megakernel's tasks have: a diagnostic of what
+    /// the megakernel's one arena size costs each op; the results do not change.
+    pub fn reserve_smem(&mut self, bytes: u32) -> Result<(), Error> {
+        for launch in &mut self.launches {
+            launch.arena = launch.arena.max(bytes);
+        }
+        for (k, f) in self.functions.iter().enumerate() {
+            let most = self.launches.iter().filter(|l| l.function == k).map(|l| l.arena).max().unwrap_or(bytes);
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                most as i32,
+            )
+            .map_err(|e| format!("allowing kernel `{}` {most} bytes of shared memory: {e:?}", self.names[k]))?;
+        }
+        // a captured graph holds the old launch sizes
+        self.graph = None;
+        Ok(())
+    }
+
     /// The stamp whose tiles this baseline launches.
     pub fn stamp(&self) -> Stamp {
         self.stamp

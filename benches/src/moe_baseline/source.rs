@@ -155,11 +155,13 @@ __device__ __forceinline__ et::TensorArg arg(void* p, long long n1 = 1) {
     et::make_tile<T, 2, et::Ext<E0, E1>>(bl::arg(P, N1), {(long long)(I0), (long long)(I1)}, {E0, E1})
 "#;
 
-/// The whole translation unit for `cfg` at `t` tokens, CTAs of `threads` threads; an
-/// error when a stage breaks its op's contract.
+/// The whole translation unit for `cfg` at `t` tokens, CTAs of `threads` threads (given to
+/// the ops as `ET_CTA_THREADS`, as a megakernel's source gives them its own, so that they
+/// compile the same paths); an error when a stage breaks its op's contract.
 pub fn cuda_source(cfg: &MoeConfig, t: usize, threads: u32) -> Result<String, String> {
     let stages = stages(cfg, t);
-    let mut src = et_core::cuda_prelude();
+    let mut src = format!("#define ET_CTA_THREADS {threads}\n");
+    src.push_str(&et_core::cuda_prelude());
     let mut seen: Vec<&str> = Vec::new();
     for st in &stages {
         st.check()?;
