@@ -219,13 +219,6 @@ __device__ __forceinline__ void bulk_load(void* dst_smem, const void* src_global
                  : "memory");
 }
 
-// Asks L2 to fetch `bytes` (a multiple of 16; the address 16-byte aligned) of global memory
-// with the bulk-copy engine: no registers, no shared memory, nothing to wait for; a later
-// load of those bytes finds them in L2 if they are still there. Issued by one thread.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src_global, unsigned int bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src_global), "r"(bytes) : "memory");
-}
-
 // Copies 16 bytes from global to shared memory asynchronously (cp.async: per thread,
 // through L2, no registers held), of which the first `bytes` are read and the rest
 // zeroed (0: nothing is read; `src_global` must still be a valid address). Completion is

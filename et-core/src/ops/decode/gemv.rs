@@ -322,12 +322,6 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_WG_ONLY
 #define ET_GEMV_WG_ONLY 1
 #endif
-// The bytes of weight rows a matvec_prefetch warms in L2 when they do not fit its arena
-// (a task's own rows, read right after its wait). Bounded so that 132 tasks' worth stays a
-// fraction of L2 (50 MB on H100/H200); 0 turns it off, for side-by-side runs.
-#ifndef ET_GEMV_L2_PREFETCH
-#define ET_GEMV_L2_PREFETCH 131072
-#endif
 // Whether the fused norm GEMVs (x already in shared memory) take the ring too. Off: their
 // ring's registers raised the Llama megakernels' spills (ptxas, 1B batch 1: 112 bytes
 // with it, 36 without, 48 with no ring at all), which slowed the attention more than the
@@ -517,23 +511,12 @@ __device__ __forceinline__ void matvec_prefetch_core(const et::bf16* const (&w)[
     MatvecPrefetch* pf = reinterpret_cast<MatvecPrefetch*>(smem);
     // an earlier prefetch of the task that no GEMV read
     et::arena_retire(smem);
-    bool aligned = K > 0 && (2 * K) % 16 == 0;
+    bool aligned = true;
 #pragma unroll
     for (int j = 0; j < NW; ++j) aligned = aligned && ws1[j] == 1 && vec_rows(w[j], ws0[j], 1);
-    if (!aligned || N <= 0) return;
-    const int rows = matvec_prefetch_rows(N, K, B, NW, et::arena_capacity());
-    const unsigned int bytes = 2u * (unsigned int)K, row = bytes + 64u;
-    // the rows that do not fit the arena are warmed in L2 (up to ET_GEMV_L2_PREFETCH bytes a
-    // task), so that the GEMV, which reads them first after its wait, finds them there;
-    // issued first because they are read first
-    unsigned int warm = 0;
-#pragma unroll 1
-    for (int r = rows > 0 ? rows : 0; r < N && warm + NW * bytes <= (unsigned int)ET_GEMV_L2_PREFETCH; ++r) {
-#pragma unroll
-        for (int j = 0; j < NW; ++j) et::bulk_prefetch_l2(w[j] + r * ws0[j], bytes);
-        warm += NW * bytes;
-    }
+    const int rows = aligned && N > 0 ? matvec_prefetch_rows(N, K, B, NW, et::arena_capacity()) : 0;
     if (rows <= 0) return;
+    const unsigned int bytes = 2u * (unsigned int)K, row = bytes + 64u;
     et::mbar_init(&pf->bar, 1);
     // the arena's last readers (an earlier op) used the generic proxy
     et::fence_proxy_async();
@@ -1320,8 +1303,7 @@ __device__ void matvec_prefetch(W w, long long batch, unsigned char* smem) {
     /// while the producers of `x` still work. As many rows as the arena holds beside the
     /// partial sums of the GEMV at batch `batch` (x's rows) are copied (bulk copies
     /// counted on an mbarrier); the GEMV reads those from shared memory and the rest from
-    /// global memory, which the prefetch has asked L2 to fetch (bulk L2 prefetches of up
-    /// to 128 KB of rows a task, `ET_GEMV_L2_PREFETCH`). Nothing is copied where `w`'s rows are not whole 16-byte lines, or
+    /// global memory. Nothing is copied where `w`'s rows are not whole 16-byte lines, or
     /// where the GEMV's tiles or batch differ from the prefetch's: the GEMV then reads
     /// global memory as without it. Nor does a GEMV read them where it runs on Hopper's
     /// warpgroup mma alone (sm_90a, static extents, batch above 16, tiles of 32 rows or
