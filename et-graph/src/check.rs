@@ -12,7 +12,7 @@ use crate::affine::{Affine, Term};
 use crate::race::Race;
 use crate::resolve::order::{closed_cycle, kahn};
 use crate::resolve::{CountProblemKind, Resolved, TaskId, dim_plan};
-use crate::spec::{Access, Condition, Count, DimKind, EventAccess, GraphSpec, Index, List};
+use crate::spec::{Access, Cmp, Condition, Count, DimKind, EventAccess, GraphSpec, Index, List};
 
 /// Which statement of a tile body an access is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -936,11 +936,13 @@ fn strongly_connected(n: usize, edges: &[(u32, u32, usize, u16)]) -> Vec<usize> 
 /// event that a group with a condition may signal. An inactive task signals nothing, so
 /// the count inferred from every task is more than arrives. A wait is safe only when the
 /// waiter is inactive whenever a producer of its element is: a `wait!` after the guard of
-/// a group whose condition is the producer's, on the same element for the same values of
-/// the tile indices the condition reads (the MoE expert groups share `m * R < counts[e]`
-/// and wait `gathered[e, m]`). A guard is waited before its group's condition is read, so
-/// it is never safe; nor is any wait of a group without a condition, or with another
-/// condition. A declared count (`count = N` or `dyn`) states what arrives, and is let through.
+/// a group whose condition implies the producer's ([`implies`]: the same one, as the MoE
+/// expert groups share `m * R < counts[e]` and wait `gathered[e, m]`, or a stronger one
+/// over the same tensor element, `m * R + R <= counts[e]`), on the same element for the
+/// same values of the tile indices the conditions read. A guard is waited before its
+/// group's condition is read, so it is never safe; nor is any wait of a group without a
+/// condition, or with one that does not imply the producer's. A declared count (`count =
+/// N` or `dyn`) states what arrives, and is let through.
 pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
     for (p, producer) in spec.groups.iter().enumerate() {
         let Some(condition) = &producer.condition else {
@@ -962,8 +964,12 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                 }
                 let is_guard = Some(w.stmt) == guard;
                 let shares_condition = !is_guard
-                    && consumer.condition.as_ref() == Some(condition)
-                    && meeting.iter().all(|s| pins_condition_vars(condition, s, w));
+                    && consumer.condition.as_ref().is_some_and(|own| {
+                        implies(own, condition)
+                            && meeting
+                                .iter()
+                                .all(|s| pins_condition_vars(own, s, w) && pins_condition_vars(condition, s, w))
+                    });
                 if shares_condition {
                     continue;
                 }
@@ -985,14 +991,66 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                             consumer.name, spec.events[w.event as usize].name, producer.name
                         ),
                         format!(
-                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` the same condition over the tile indices that name the same element (after a guard that every task signals), or declare the count that arrives (`count = dyn(..)`, 0 where `{}` is inactive)",
-                            producer.name, consumer.name, producer.name
+                            "an inactive `{}` task signals nothing, so this wait would never finish: give `{}` a condition that implies `{}`'s (the same one, or a stronger one on the same tensor element) over the tile indices that name the same element (after a guard that every task signals), or declare the count that arrives (`count = dyn(..)`, 0 where `{}` is inactive)",
+                            producer.name, consumer.name, producer.name, producer.name
                         ),
                     )
                 };
                 out.push(error(access_at(c, AccessKind::Wait, k, None), why, fix));
             }
         }
+    }
+}
+
+/// Whether `strong` holding implies that `weak` holds, for every value of the tensor
+/// element both read: the same tensor at the same position, and left sides that differ by
+/// a constant `d` (`lhs_strong = lhs_weak + d`, the same tile indices and dims). With
+/// `u = value − lhs_strong` each condition is a set of integers `u` may take (`lhs <
+/// value`: `u ≥ 1`; for the weak one shifted by `d`), and the implication is the first set
+/// lying inside the second. The tile indices must name the same tasks' values on both
+/// sides ([`pins_condition_vars`]), which the caller checks.
+fn implies(strong: &Condition, weak: &Condition) -> bool {
+    if strong.tensor != weak.tensor || strong.at != weak.at || strong.lhs.terms != weak.lhs.terms {
+        return false;
+    }
+    let Some(d) = strong.lhs.constant.checked_sub(weak.lhs.constant) else {
+        return false;
+    };
+    /// The integers `u` a condition allows, `u = value − lhs_strong`.
+    #[derive(Clone, Copy)]
+    enum Allowed {
+        AtLeast(i64),
+        AtMost(i64),
+        Exactly(i64),
+        Not(i64),
+    }
+    // a condition whose `value − lhs` is `u + shift`, as a set of `u`
+    let allowed = |cmp: Cmp, shift: i64| -> Option<Allowed> {
+        Some(match cmp {
+            Cmp::Lt => Allowed::AtLeast(1i64.checked_sub(shift)?),
+            Cmp::Le => Allowed::AtLeast(0i64.checked_sub(shift)?),
+            Cmp::Gt => Allowed::AtMost((-1i64).checked_sub(shift)?),
+            Cmp::Ge => Allowed::AtMost(0i64.checked_sub(shift)?),
+            Cmp::Eq => Allowed::Exactly(0i64.checked_sub(shift)?),
+            Cmp::Ne => Allowed::Not(0i64.checked_sub(shift)?),
+        })
+    };
+    // the weak side's lhs is `lhs_strong − d`: `value − lhs_weak = u + d`
+    let (Some(s), Some(w)) = (allowed(strong.cmp, 0), allowed(weak.cmp, d)) else {
+        return false;
+    };
+    use Allowed::*;
+    match (s, w) {
+        (AtLeast(a), AtLeast(b)) => a >= b,
+        (AtMost(a), AtMost(b)) => a <= b,
+        (Exactly(a), AtLeast(b)) => a >= b,
+        (Exactly(a), AtMost(b)) => a <= b,
+        (Exactly(a), Exactly(b)) => a == b,
+        (Exactly(a), Not(b)) => a != b,
+        (AtLeast(a), Not(b)) => b < a,
+        (AtMost(a), Not(b)) => b > a,
+        (Not(a), Not(b)) => a == b,
+        _ => false,
     }
 }
 
@@ -1305,5 +1363,48 @@ fn check_self_waits(r: &Resolved<'_>, sizes: &str, out: &mut Vec<Diagnostic>) {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    const CMPS: [Cmp; 6] = [Cmp::Lt, Cmp::Le, Cmp::Gt, Cmp::Ge, Cmp::Eq, Cmp::Ne];
+
+    /// `e + c <cmp> t[e]`, tile index 0 read twice.
+    fn cond(c: i64, cmp: Cmp, tensor: u16) -> Condition {
+        let e = Term::Var(0);
+        Condition { lhs: Affine::from_terms(c, [(e, 1)]), cmp, tensor, at: Cow::Owned(vec![Affine::term(e)]) }
+    }
+
+    #[test]
+    fn implication_agrees_with_every_value_of_the_element() {
+        for s in CMPS {
+            for w in CMPS {
+                for (cs, cw) in [(0, 0), (1, 0), (0, 1), (3, -2), (-2, 3), (5, 5)] {
+                    // over x = e + cs and every value v near it: strong holding implies weak
+                    let brute = (-8i64..=8).all(|e| (-20i64..=20).all(|v| !s.holds(e + cs, v) || w.holds(e + cw, v)));
+                    let got = implies(&cond(cs, s, 0), &cond(cw, w, 0));
+                    assert_eq!(got, brute, "e + {cs} {} t[e] => e + {cw} {} t[e]", s.symbol(), w.symbol());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn implication_needs_the_same_element_and_the_same_indices() {
+        assert!(implies(&cond(1, Cmp::Lt, 0), &cond(0, Cmp::Lt, 0)));
+        // another tensor, another position, another left side
+        assert!(!implies(&cond(1, Cmp::Lt, 1), &cond(0, Cmp::Lt, 0)));
+        let mut other_at = cond(1, Cmp::Lt, 0);
+        other_at.at = Cow::Owned(vec![Affine::from_terms(1, [(Term::Var(0), 1)])]);
+        assert!(!implies(&other_at, &cond(0, Cmp::Lt, 0)));
+        let mut twice = cond(1, Cmp::Lt, 0);
+        twice.lhs = Affine::from_terms(1, [(Term::Var(0), 2)]);
+        assert!(!implies(&twice, &cond(0, Cmp::Lt, 0)));
+        // a constant difference past i64 is no implication
+        assert!(!implies(&cond(i64::MAX, Cmp::Lt, 0), &cond(-1, Cmp::Lt, 0)));
     }
 }

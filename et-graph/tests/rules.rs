@@ -371,8 +371,12 @@ enum Fin {
     GuardedByD,
     /// `up`'s condition, guarded by `g[e]` (every `s` signals it), then `d[e]`.
     SameCondition,
-    /// Another condition (`e + 1 < counts[e]`), guarded by `g[e]`, then `d[e]`.
-    OtherCondition,
+    /// A weaker condition (`e - 1 < counts[e]`, true where `up`'s may not be), guarded by
+    /// `g[e]`, then `d[e]`.
+    WeakerCondition,
+    /// A stronger condition (`e + 1 < counts[e]`, which implies `up`'s), guarded by `g[e]`,
+    /// then `d[e]`.
+    StrongerCondition,
     /// `up`'s condition, guarded by `g[e]`, then `d[e + 1]`: the element of another `up`.
     OtherElement,
 }
@@ -387,7 +391,8 @@ fn conditional(fin_kind: Fin, count: Count) -> GraphSpec {
         // its guard is its first statement, the wait on d[e]
         Fin::GuardedByD => (vec![at(1, e())], Some(cond(var(0)))),
         Fin::SameCondition => (vec![at(0, e()), at(1, e())], Some(cond(var(0)))),
-        Fin::OtherCondition => (vec![at(0, e()), at(1, e())], Some(cond(var(0).add(&lit(1))))),
+        Fin::WeakerCondition => (vec![at(0, e()), at(1, e())], Some(cond(var(0).sub(&lit(1))))),
+        Fin::StrongerCondition => (vec![at(0, e()), at(1, e())], Some(cond(var(0).add(&lit(1))))),
         Fin::OtherElement => (vec![at(0, e()), at(1, vec![point(var(0).add(&lit(1)))])], Some(cond(var(0)))),
     };
     // `d[e + 1]` stays inside `d` over `e < E - 1`
@@ -409,7 +414,7 @@ fn a_wait_that_an_inactive_producer_can_leave_waiting_is_an_error() {
         |fin| -> Vec<String> { check(&conditional(fin, Count::Inferred)).into_iter().map(|d| d.message).collect() };
     let waits = "`fin` waits on event `d`, which `up` signals only when its condition holds";
     assert_eq!(messages(Fin::Unconditional), [waits]);
-    assert_eq!(messages(Fin::OtherCondition), [waits]);
+    assert_eq!(messages(Fin::WeakerCondition), [waits]);
     assert_eq!(messages(Fin::OtherElement), [waits]);
     // a guard is waited before the condition is read, whatever the condition
     assert_eq!(
@@ -418,6 +423,8 @@ fn a_wait_that_an_inactive_producer_can_leave_waiting_is_an_error() {
     );
     // the producer's condition over the same element, after a guard every task signals
     assert_eq!(messages(Fin::SameCondition), Vec::<String>::new());
+    // or one that implies it: every active `fin[e]` finds `up[e]` active
+    assert_eq!(messages(Fin::StrongerCondition), Vec::<String>::new());
     // a declared count states what arrives
     let declared = check(&conditional(Fin::Unconditional, Count::Fixed(lit(1))));
     assert!(declared.iter().all(|d| !d.message.contains("only when its condition holds")), "{declared:?}");
