@@ -936,7 +936,7 @@ fn strongly_connected(n: usize, edges: &[(u32, u32, usize, u16)]) -> Vec<usize> 
 /// event that a group with a condition may signal. An inactive task signals nothing, so
 /// the count inferred from every task is more than arrives. A wait is safe only when the
 /// waiter is inactive whenever a producer of its element is: a `wait!` after the guard of
-/// a group whose condition implies the producer's ([`implies`]: the same one, as the MoE
+/// a group whose condition implies the producer's (`implies`: the same one, as the MoE
 /// expert groups share `m * R < counts[e]` and wait `gathered[e, m]`, or a stronger one
 /// over the same tensor element, `m * R + R <= counts[e]`), on the same element for the
 /// same values of the tile indices the conditions read. A guard is waited before its
