@@ -963,14 +963,12 @@ pub fn check_conditional_signals(spec: &GraphSpec, out: &mut Vec<Diagnostic>) {
                     continue;
                 }
                 let is_guard = Some(w.stmt) == guard;
-                let shares_condition = !is_guard
-                    && consumer.condition.as_ref().is_some_and(|own| {
-                        implies(own, condition)
-                            && meeting
-                                .iter()
-                                .all(|s| pins_condition_vars(own, s, w) && pins_condition_vars(condition, s, w))
-                    });
-                if shares_condition {
+                // `implies` asks for the same tile indices in both conditions, so pinning the
+                // producer's pins the waiter's
+                let implied = !is_guard
+                    && consumer.condition.as_ref().is_some_and(|own| implies(own, condition))
+                    && meeting.iter().all(|s| pins_condition_vars(condition, s, w));
+                if implied {
                     continue;
                 }
                 let (why, fix) = if is_guard {
