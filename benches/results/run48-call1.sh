@@ -1,9 +1,7 @@
 #!/bin/bash
 # session 40, call 1: the LM head in two tile sizes (432 of 240 rows, 96 of 256: four
 # whole waves of 132 SMs). The llama GPU tests and the baseline's, then the steps at
-# B = 1 and 8 beside the baseline graph with layer 5's trace (the head's span), then
-# ncu on the baseline's batch-8 qkv / o_proj / mlp stage kernels (llama-3.2-1b): where a
-# short GEMV task's fixed time goes.
+# B = 1 and 8 beside the baseline graph with layer 5's trace (the head's span).
 # Packed with scripts/pack-gpu -p llama -p et-benches, trimmed.
 G=.gpu
 tar xJf $G/pack.tar.xz -C $G
@@ -18,18 +16,11 @@ for t in gpu llama_baseline; do
   timeout 200 $f --include-ignored --test-threads=1 >> $OUT/tests.txt 2>&1; stamp $? >> $OUT/tests.txt
 done
 mkdir -p /tmp/tr
-for cb in "llama-3.2-1b 1,8" "llama-3.1-8b 8" "llama-3.1-8b 1"; do
+for cb in "llama-3.2-1b 1,8 --stage-profile" "llama-3.1-8b 8" "llama-3.1-8b 1"; do
   set -- $cb
   left 430 || { echo "out of time before $1 $2" >> $OUT/bench.txt; break; }
   echo "=== $1 B = $2" >> $OUT/bench.txt
   timeout 150 $G/bin/llama_bench --configs $1 --batch $2 --kv 1024 --schedules static --no-first-token --steps 10 --warmup 2 \
-      --trace /tmp/tr/$1 --trace-layer 5 >> $OUT/bench.txt 2>&1; stamp $? >> $OUT/bench.txt
+      --trace /tmp/tr/$1 --trace-layer 5 $3 >> $OUT/bench.txt 2>&1; stamp $? >> $OUT/bench.txt
 done
-if left 480; then
-  timeout 100 ncu --kernel-name regex:'^bl_(qkv_proj|o_proj|mlp)$' --launch-skip 3 --launch-count 3 --set full \
-      -f -o $OUT/ncu-1b-b8 $G/bin/llama_bench --configs llama-3.2-1b --batch 8 --kv 1024 --schedules static \
-      --no-first-token --steps 1 --warmup 0 > $OUT/ncu-run.txt 2>&1; stamp $? >> $OUT/ncu-run.txt
-  ncu -i $OUT/ncu-1b-b8.ncu-rep --page details > $OUT/ncu-1b-b8-details.txt 2>&1
-  ncu -i $OUT/ncu-1b-b8.ncu-rep --page source --csv --print-source sass > $OUT/ncu-1b-b8-sass.csv 2>&1
-fi
 ls -la $OUT
