@@ -133,13 +133,7 @@ fn main() {
 /// when its first tile index ranges over the decode step's `L`, in any stamp: the stamps
 /// differ in their norm and attention groups).
 fn print_trace(path: &Path, layer: i64) -> Res<()> {
-    let mut per_layer: Vec<&str> = Vec::new();
-    for stamp in Stamp::ALL {
-        let graph = &stamp.kernel().graph;
-        let l = graph.dims.iter().position(|d| &*d.name == "L").ok_or("the decode step has no dim L")?;
-        let layered = et_core::graph::Affine::term(et_core::graph::Term::Dim(l as u16));
-        per_layer.extend(graph.groups.iter().filter(|g| g.domain.first() == Some(&layered)).map(|g| &*g.name));
-    }
+    let per_layer = et_benches::llama_layer_groups()?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let filter = trace_report::LayerFilter { layer, per_layer: &|g: &str| per_layer.contains(&g) };
     let summary = trace_report::summarize(&text, Some(&filter)).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -8,6 +8,10 @@
 //!
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1,Llama1bB64
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB64 --per-group --no-baseline
+//!
+//! With `--per-group` it also prints each group's bytes of machine code and their sum over
+//! a layer's groups: the code each SM cycles through its instruction caches once a layer
+//! (`docs/architecture.md`, "The instruction caches bound what a layer's code may weigh").
 //!     cargo bench -p et-benches --bench ptxas_report -- --stamps Llama1bB1 --schedules static,dynamic
 //!     ET_NVRTC_OPTIONS=-DET_GEMV_MMA_U=2 cargo bench -p et-benches --bench ptxas_report
 //!
@@ -19,6 +23,7 @@
 //!         --source /tmp/et/decode_8b_b64-static.cu
 
 use clap::Parser;
+use et_benches::cubin;
 use et_benches::llama_baseline::{shape::Shape, source};
 use et_core::ScheduleKind;
 use llama::Stamp;
@@ -38,7 +43,9 @@ struct Args {
     no_baseline: bool,
     /// Also compile each megakernel with its tile groups as separate (non-inlined)
     /// functions, so that ptxas reports every group's registers and spills on its own:
-    /// which op is short of registers (the real kernel inlines them all).
+    /// which op is short of registers (the real kernel inlines them all); and print each
+    /// group's bytes of machine code, and the sum over one layer's groups (the code a layer
+    /// cycles through every SM's instruction caches).
     #[arg(long)]
     per_group: bool,
     /// Write each compiled megakernel's CUDA source to `DIR/<kernel>-<schedule>.cu`, and its
@@ -70,12 +77,51 @@ fn report(log: &str, groups: &[&str]) -> String {
         .join("\n")
 }
 
+/// The size of `et_main`'s machine code in a compiled megakernel.
+fn main_code(out: &et_device::CompileOutput) -> Result<String, String> {
+    if out.kind != et_device::compile::ImageKind::Cubin {
+        return Ok("PTX only (no machine code to measure)".into());
+    }
+    let main = cubin::functions(&out.image)?.into_iter().find(|f| f.name == "et_main");
+    Ok(main.map_or("no et_main in the CUBIN".into(), |f| format!("et_main {} bytes of SASS", f.bytes)))
+}
+
+/// Each tile group's bytes of machine code (its `et_group_N` function) and the sum over
+/// the groups that run once per layer.
+fn group_code(out: &et_device::CompileOutput, groups: &[&str]) -> Result<String, String> {
+    if out.kind != et_device::compile::ImageKind::Cubin {
+        return Ok("(PTX only: no code sizes)".into());
+    }
+    let per_layer = et_benches::llama_layer_groups()?;
+    let mut lines = vec!["bytes of SASS per tile group (* once per layer):".to_string()];
+    let mut layer = 0;
+    for f in cubin::functions(&out.image)? {
+        let Some(g) = f.name.split_once("et_group_").and_then(|(_, rest)| group_index(rest)) else { continue };
+        let name = groups.get(g).copied().unwrap_or("?");
+        let once_a_layer = per_layer.contains(&name);
+        if once_a_layer {
+            layer += f.bytes;
+        }
+        lines.push(format!("  {name:<16} {:>7}{}", f.bytes, if once_a_layer { " *" } else { "" }));
+    }
+    lines.push(format!(
+        "  a layer's groups: {layer} bytes (an H100 SM runs about 32 KB of code at the issue rate and \
+         holds about 128 KB nearer than L2: RESULTS run 49)"
+    ));
+    Ok(lines.join("\n"))
+}
+
+/// The leading decimal digits of `rest` as a group index.
+fn group_index(rest: &str) -> Option<usize> {
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// The group index of a `Function properties for _Z..et_group_N..` line (a mangled name
 /// holds `et_group_` then the index).
 fn group_of(line: &str) -> Option<usize> {
     let rest = line.strip_prefix("Function properties for ")?;
-    let digits: String = rest.split_once("et_group_")?.1.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+    group_index(rest.split_once("et_group_")?.1)
 }
 
 fn main() -> Result<(), String> {
@@ -111,9 +157,10 @@ fn main() -> Result<(), String> {
             }
             let (out, _) = compiler.compile_source(k.name(), &src).map_err(|e| e.to_string())?;
             println!(
-                "=== megakernel {stamp:?} ({}), {schedule:?} module, {} bytes of dynamic shared memory (the ops' arena)\n{}",
+                "=== megakernel {stamp:?} ({}), {schedule:?} module, {} bytes of dynamic shared memory (the ops' arena), {}\n{}",
                 k.name(),
                 k.arena_bytes(),
+                main_code(&out)?,
                 report(&out.log, &groups)
             );
             if args.per_group {
@@ -125,8 +172,9 @@ fn main() -> Result<(), String> {
                 let name = format!("{}_per_group", k.name());
                 let (out, _) = compiler.compile_source(&name, &separate).map_err(|e| e.to_string())?;
                 println!(
-                    "=== megakernel {stamp:?}, {schedule:?} module, groups as separate functions\n{}",
-                    report(&out.log, &groups)
+                    "=== megakernel {stamp:?}, {schedule:?} module, groups as separate functions\n{}\n{}",
+                    report(&out.log, &groups),
+                    group_code(&out, &groups)?
                 );
             }
         }

@@ -4,9 +4,10 @@
 //! ([`ops`]); the copy bandwidth every floor is measured against ([`bandwidth`]); and the
 //! Llama decode benchmark's kernel-per-operator baseline ([`llama_baseline`]) and its
 //! table, JSON lines and chart ([`llama_report`]); the per-group figures of a trace
-//! ([`trace_report`]).
+//! ([`trace_report`]); the functions of a CUBIN and their code sizes ([`cubin`]).
 
 pub mod bandwidth;
+pub mod cubin;
 pub mod llama_baseline;
 pub mod llama_report;
 pub mod moe_baseline;
@@ -53,6 +54,20 @@ pub fn splitk_reduce(part: &Tensor<f32, { [M * S * 32, N * 32] }>, c: &mut Tenso
     tile!(reduce[m, n] in [M, N] {
         sum_splits(part.tile([m, n], [S * 32, 32]), c.tile([m, n], [32, 32]));
     });
+}
+
+/// The tile groups of the Llama decode stamps that run once per layer: those whose first
+/// tile index ranges over the step's `L` (the stamps differ in their norm and attention
+/// groups, so this takes the union over every stamp).
+pub fn llama_layer_groups() -> Result<Vec<&'static str>, String> {
+    let mut per_layer = Vec::new();
+    for stamp in llama::Stamp::ALL {
+        let graph = &stamp.kernel().graph;
+        let l = graph.dims.iter().position(|d| &*d.name == "L").ok_or("the decode step has no dim L")?;
+        let layered = et_core::graph::Affine::term(et_core::graph::Term::Dim(l as u16));
+        per_layer.extend(graph.groups.iter().filter(|g| g.domain.first() == Some(&layered)).map(|g| &*g.name));
+    }
+    Ok(per_layer)
 }
 
 /// Median of a sample (sorted copy).
