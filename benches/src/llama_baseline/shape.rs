@@ -40,6 +40,10 @@ pub struct Shape {
     pub kp: usize,
     pub ko: usize,
     pub kd: usize,
+    /// The LM head's tiles: `vt` of `nv` rows. The megakernel's head has two tile sizes
+    /// (`VT` of `NV`, then `WT` of `NW`), so that its 528 tasks fill four waves of the
+    /// SMs' persistent CTAs; the baseline's head kernel, whose CTAs the hardware places as
+    /// SMs free up, takes the larger size throughout (`nv = NW`, `V / NW` tiles).
     pub nv: usize,
     pub vt: usize,
     /// Where the norms run (the stamp's `norms = ..` form).
@@ -117,8 +121,8 @@ impl Shape {
             kp: dim("KP")?,
             ko: dim("KO")?,
             kd: dim("KD")?,
-            nv: dim("NV")?,
-            vt: dim("VT")?,
+            nv: dim("NW")?,
+            vt: dim("V")? / dim("NW")?,
             norms: match (
                 kernel.graph.groups.iter().any(|g| g.name == "norm1"),
                 kernel.graph.groups.iter().any(|g| g.name == "norm0"),
@@ -219,10 +223,7 @@ mod tests {
             let geo = stamp.geometry();
             let config = LlamaConfig::preset(geo.preset).unwrap();
             shape.check(&config).unwrap();
-            assert_eq!(
-                (shape.b, shape.s, shape.vt, shape.max_positions()),
-                (geo.batch, geo.chunks, geo.vocab_tiles, 100)
-            );
+            assert_eq!((shape.b, shape.s, shape.max_positions()), (geo.batch, geo.chunks, 100));
         }
         let s = Shape::of(Stamp::Llama1bB1, 8192).unwrap();
         assert_eq!((s.hd, s.nq, s.qt, s.max_positions()), (2048, 24, 128, 8192));

@@ -95,21 +95,28 @@ use et_core::prelude::*;
 /// projection in `OT` tiles of `NO`; gate/up in `MT` tiles of `NM` (intermediate size
 /// `MT · NM`); down in `DT` tiles of `ND` (`DT · ND = HD`, also the tiles of the
 /// embedding); both in `KP` splits of `k`, `KO` and `KD` columns each (`KP · KO = NKV · G ·
-/// D`, `KP · KD = MT · NM`); the LM head in `VT` tiles of `NV` (`VT · NV = V`). Then the RMSNorm
+/// D`, `KP · KD = MT · NM`); the LM head in `VT` tiles of `NV` rows, then `WT` tiles of `NW`
+/// (`head_rest`, from tile `W0 = VT · NV / NW` in `NW` units; `VT · NV + WT · NW = V`): two
+/// tile sizes, so that the head's tasks end in whole waves of the SMs. Then the RMSNorm
 /// epsilon, the RoPE parameters (theta, factor, low and high frequency factors, original
 /// context) and the attention scale `1/√D`.
 macro_rules! decode_step {
     ($name:ident, B = $b:literal, HD = $hd:literal, NKV = $nkv:literal, G = $g:literal, D = $d:literal,
      V = $v:literal, S = $s:literal, NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal,
      NO = $no:literal, OT = $ot:literal, NM = $nm:literal, MT = $mt:literal, ND = $nd:literal, DT = $dt:literal,
-     KP = $kp:literal, KO = $ko:literal, KD = $kd:literal, NV = $nv:literal, VT = $vt:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
+     KP = $kp:literal, KO = $ko:literal, KD = $kd:literal, NV = $nv:literal, VT = $vt:literal, NW = $nw:literal,
+     WT = $wt:literal, W0 = $w0:literal, eps = $eps:tt, rope = ($theta:tt, $factor:tt, $low:tt, $high:tt, $orig:tt),
      scale = $scale:tt, attention = $(split($attention:ident))? $(merged($merged_op:ident))? $(heads($heads_op:ident, H = $h:literal, KH = $kh:literal))?,
      norms = $(tasks($norm1:ident, $norm2:ident, $norm_final:ident))?
      $(reducing($rnorm1:ident, $rnorm2:ident, $rnorm_final:ident))? $(fused($qkv_normed:ident, $mlp_normed:ident, $head_normed:ident))?) => {
         const _: () = assert!(
             $qt * $nq == $nkv * ($g + 2) * $d && $rt * $nq == ($g + 2) * $d && $ot * $no == $hd
-                && $dt * $nd == $hd && $vt * $nv == $v,
+                && $dt * $nd == $hd && $vt * $nv + $wt * $nw == $v,
             "decode_step!: the tile counts do not cover the model's sizes"
+        );
+        const _: () = assert!(
+            $w0 * $nw == $vt * $nv && $wt >= 1,
+            "decode_step!: the LM head's second part (WT >= 1 tiles of NW rows) starts at tile W0 = VT · NV / NW"
         );
         const _: () = assert!(
             $ko * $kp == $nkv * $g * $d && $kd * $kp == $mt * $nm,
@@ -125,7 +132,8 @@ macro_rules! decode_step {
         /// One decode step of every layer as one megakernel (see [`crate::decode`]).
         #[megakernel(dims(B = $b, HD = $hd, NKV = $nkv, G = $g, D = $d, V = $v, S = $s, NQ = $nq,
                           QT = $qt, RT = $rt, NO = $no, OT = $ot, NM = $nm, MT = $mt, ND = $nd, DT = $dt,
-                          KP = $kp, KO = $ko, KD = $kd, NV = $nv, VT = $vt $(, H = $h, KH = $kh)?))]
+                          KP = $kp, KO = $ko, KD = $kd, NV = $nv, VT = $vt, NW = $nw, WT = $wt, W0 = $w0
+                          $(, H = $h, KH = $kh)?))]
         pub fn $name(
             ids: &Tensor<i32, { [B] }>,
             pos: &Tensor<i32, { [B] }>,
@@ -153,9 +161,9 @@ macro_rules! decode_step {
             attn: &mut Tensor<bf16, { [L * B, NKV * G * D] }>,
             act: &mut Tensor<bf16, { [L * B, MT * NM] }>,
             xf: &mut Tensor<bf16, { [B, HD] }>,
-            logits: &mut Tensor<f32, { [B, VT * NV] }>,
-            best: &mut Tensor<f32, { [B, VT] }>,
-            index: &mut Tensor<i32, { [B, VT] }>,
+            logits: &mut Tensor<f32, { [B, V] }>,
+            best: &mut Tensor<f32, { [B, VT + WT] }>,
+            index: &mut Tensor<i32, { [B, VT + WT] }>,
             next: &mut Tensor<i32, { [B] }>,
             pos_next: &mut Tensor<i32, { [B] }>,
         ) {
@@ -450,6 +458,17 @@ macro_rules! decode_step {
                     argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
                     signal!(chosen[0]);
                 });
+                tile!(head_rest[t] in [WT] {
+                    wait!(fdone[0]);
+                    matvec(lm_head.tile([W0 + t, 0], [NW, HD]), xf.tile([0, 0], [B, HD]), logits.tile([0, W0 + t], [B, NW]));
+                    argmax_partial(
+                        logits.tile([0, W0 + t], [B, NW]),
+                        (W0 + t) * NW,
+                        best.tile([0, VT + t], [B, 1]),
+                        index.tile([0, VT + t], [B, 1]),
+                    );
+                    signal!(chosen[0]);
+                });
             )?
             $(
                 // the down projection in KP splits of k, as the output projection; the next
@@ -481,6 +500,17 @@ macro_rules! decode_step {
                     argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
                     signal!(chosen[0]);
                 });
+                tile!(head_rest[t] in [WT] {
+                    wait!(fdone[0]);
+                    matvec(lm_head.tile([W0 + t, 0], [NW, HD]), xf.tile([0, 0], [B, HD]), logits.tile([0, W0 + t], [B, NW]));
+                    argmax_partial(
+                        logits.tile([0, W0 + t], [B, NW]),
+                        (W0 + t) * NW,
+                        best.tile([0, VT + t], [B, 1]),
+                        index.tile([0, VT + t], [B, 1]),
+                    );
+                    signal!(chosen[0]);
+                });
             )?
             $(
                 tile!(down[l, r] in [L, DT] {
@@ -505,11 +535,29 @@ macro_rules! decode_step {
                     argmax_partial(logits.tile([0, t], [B, NV]), t * NV, best.tile([0, t], [B, 1]), index.tile([0, t], [B, 1]));
                     signal!(chosen[0]);
                 });
+                tile!(head_rest[t] in [WT] {
+                    wait!(h[L, ..]);
+                    rms_norm_matvec(
+                        lm_head.tile([W0 + t, 0], [NW, HD]),
+                        hs.tile([L, 0], [B, HD]),
+                        final_norm.tile([0], [HD]),
+                        $eps,
+                        logits.tile([0, W0 + t], [B, NW]),
+                    );
+                    argmax_partial(
+                        logits.tile([0, W0 + t], [B, NW]),
+                        (W0 + t) * NW,
+                        best.tile([0, VT + t], [B, 1]),
+                        index.tile([0, VT + t], [B, 1]),
+                    );
+                    signal!(chosen[0]);
+                });
             )?
-            // a task per sequence: the merge of 501 tiles' maxima is 35 us for 64 rows on one SM
+            // a task per sequence: the merge of 528 tiles' maxima is about 35 us for 64 rows
+            // on one SM
             tile!(pick[b] in [B] {
                 wait!(chosen[0]);
-                argmax_merge(best.tile([b, 0], [1, VT]), index.tile([b, 0], [1, VT]), next.tile([b], [1]));
+                argmax_merge(best.tile([b, 0], [1, VT + WT]), index.tile([b, 0], [1, VT + WT]), next.tile([b], [1]));
                 next_positions(pos.tile([b], [1]), pos_next.tile([b], [1]));
             });
         }
@@ -524,7 +572,8 @@ macro_rules! decode_step {
 macro_rules! stamp {
     (@step (HD = $hd:literal, NKV = $nkv:literal, G = $g:literal, D = $d:literal, V = $v:literal,
                   NQ = $nq:literal, QT = $qt:literal, RT = $rt:literal, NM = $nm:literal, MT = $mt:literal,
-                  NV = $nv:literal, VT = $vt:literal, rope = $rope:tt, scale = $scale:tt),
+                  NV = $nv:literal, VT = $vt:literal, NW = $nw:literal, WT = $wt:literal, W0 = $w0:literal,
+                  rope = $rope:tt, scale = $scale:tt),
      ($no:literal, $ot:literal, $nd:literal, $dt:literal, $kp:literal, $ko:literal, $kd:literal),
      $name:ident, B = $b:literal, S = $s:literal, attention = $kind:ident $args:tt, norms = $form:ident $norms:tt) => {
         decode_step!(
@@ -550,6 +599,9 @@ macro_rules! stamp {
             KD = $kd,
             NV = $nv,
             VT = $vt,
+            NW = $nw,
+            WT = $wt,
+            W0 = $w0,
             eps = 0.00001,
             rope = $rope,
             scale = $scale,
@@ -575,8 +627,8 @@ macro_rules! stamp {
 macro_rules! tiny {
     ($name:ident, $($call:tt)*) => {
         stamp!(
-            config = (HD = 128, NKV = 2, G = 2, D = 64, V = 256, NQ = 64, QT = 8, RT = 4, NM = 64, MT = 4, NV = 64, VT = 4,
-                   rope = (10000.0, 8.0, 1.0, 4.0, 256.0), scale = 0.125),
+            config = (HD = 128, NKV = 2, G = 2, D = 64, V = 256, NQ = 64, QT = 8, RT = 4, NM = 64, MT = 4, NV = 48, VT = 4,
+                   NW = 64, WT = 1, W0 = 3, rope = (10000.0, 8.0, 1.0, 4.0, 256.0), scale = 0.125),
             whole = (32, 4, 32, 4, 1, 256, 256),
             split = (32, 4, 32, 4, 2, 128, 128),
             $name, $($call)*
@@ -588,12 +640,16 @@ macro_rules! tiny {
 /// of 24 rows (one per SM, where 192 tiles of 16 took two waves), the other GEMVs in 128
 /// tiles, the attention of each KV head in `S` pieces (about 128 pieces per layer at every
 /// batch: a piece costs a task). The output and down projections are whole (1b's lost 3%
-/// and 8% in splits of `k`: RESULTS run 31).
+/// and 8% in splits of `k`: RESULTS run 31). The LM head's 128256 rows are 432 tiles of 240
+/// and 96 of 256 (the 8b's too): 528 tasks, four for each of 132 SMs, none with more than
+/// 976 rows (61 row groups of 16, the fewest possible: 128256 / 16 / 132 = 60.7), where 501
+/// tiles of 256 took 3.8 waves and gave 105 SMs 1024 rows.
 macro_rules! llama_1b {
     ($name:ident, $($call:tt)*) => {
         stamp!(
             config = (HD = 2048, NKV = 8, G = 4, D = 64, V = 128256, NQ = 24, QT = 128, RT = 16, NM = 64, MT = 128,
-                   NV = 256, VT = 501, rope = (500000.0, 32.0, 1.0, 4.0, 8192.0), scale = 0.125),
+                   NV = 240, VT = 432, NW = 256, WT = 96, W0 = 405, rope = (500000.0, 32.0, 1.0, 4.0, 8192.0),
+                   scale = 0.125),
             whole = (16, 128, 16, 128, 1, 2048, 8192),
             split = none,
             $name, $($call)*
@@ -608,7 +664,8 @@ macro_rules! llama_8b {
     ($name:ident, $($call:tt)*) => {
         stamp!(
             config = (HD = 4096, NKV = 8, G = 4, D = 128, V = 128256, NQ = 48, QT = 128, RT = 16, NM = 112, MT = 128,
-                   NV = 256, VT = 501, rope = (500000.0, 8.0, 1.0, 4.0, 8192.0), scale = 0.08838834764831845),
+                   NV = 240, VT = 432, NW = 256, WT = 96, W0 = 405, rope = (500000.0, 8.0, 1.0, 4.0, 8192.0),
+                   scale = 0.08838834764831845),
             whole = (32, 128, 32, 128, 1, 4096, 14336),
             split = (128, 32, 128, 32, 4, 1024, 3584),
             $name, $($call)*

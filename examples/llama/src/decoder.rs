@@ -64,7 +64,7 @@ pub struct Geometry {
     pub batch: usize,
     /// Attention pieces per KV head.
     pub chunks: usize,
-    /// Vocabulary tiles of the LM head (the argmax's partials).
+    /// Vocabulary tiles of the LM head, of both sizes (`VT + WT`: the argmax's partials).
     pub vocab_tiles: usize,
     /// The splits of `k` of the output and down projections (`KP`; 1 where they run
     /// whole): the partial sums buffer holds `2 · layers · KP` row blocks.
@@ -103,7 +103,13 @@ impl Stamp {
             // every stamp is a `decode_step!` line, whose dims are literals
             _ => unreachable!("decode_step! gives `{}` a static dim {name}", kernel.name()),
         };
-        Geometry { preset, batch: dim("B"), chunks: dim("S"), vocab_tiles: dim("VT"), proj_splits: dim("KP") }
+        Geometry {
+            preset,
+            batch: dim("B"),
+            chunks: dim("S"),
+            vocab_tiles: dim("VT") + dim("WT"),
+            proj_splits: dim("KP"),
+        }
     }
 
     /// Its megakernel: the graph's static dims are the stamp's tile sizes (read by the
@@ -968,4 +974,55 @@ fn tokens_of(ids: &[i32]) -> Result<Vec<u32>> {
             u32::try_from(t).map_err(|_| Error::Input(format!("the megakernel's argmax returned {t} (NaN logits?)")))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use et_core::graph::Resolved;
+    use et_core::graph::resolve::LaunchTensors;
+    use et_core::graph::schedule::StaticSchedule;
+
+    struct Shapes(Vec<Vec<i64>>);
+
+    impl LaunchTensors for Shapes {
+        fn shape(&self, t: u16) -> Vec<i64> {
+            self.0[t as usize].clone()
+        }
+        fn read_integers(&self, _: u16) -> Vec<i64> {
+            unreachable!("the decode step reads no routing data")
+        }
+    }
+
+    /// The static schedule of 132 SMs (an H100's or H200's) gives no SM more LM-head rows
+    /// than the fewest possible, `⌈V / 16 / 132⌉` row groups of 16: the head's two tile
+    /// sizes exist for this (501 tiles of 256 gave 105 SMs four tiles, 1024 rows).
+    #[test]
+    fn the_lm_head_fills_whole_waves_of_132_sms() {
+        for (preset, batch) in [("llama-3.2-1b", 8), ("llama-3.1-8b", 1)] {
+            let config = LlamaConfig::preset(preset).unwrap();
+            let stamp = Stamp::find(&config, batch).unwrap();
+            let kernel = stamp.kernel();
+            let shapes = StepShapes::new(&config, &stamp.geometry(), 64).in_signature_order();
+            let shapes = Shapes(shapes.iter().map(|s| s.iter().map(|&e| e as i64).collect()).collect());
+            let resolved = Resolved::new(&kernel.graph, &shapes).unwrap();
+            let schedule = StaticSchedule::build(&resolved, 132, et_core::Placement::default());
+            let rows_of = |group: &str| {
+                let dim = |name: &str| kernel.graph.dims.iter().find(|d| d.name == name).map(|d| d.kind.clone());
+                match (group, dim("NV"), dim("NW")) {
+                    ("head", Some(et_core::graph::DimKind::Static(n)), _) => n as usize,
+                    ("head_rest", _, Some(et_core::graph::DimKind::Static(n))) => n as usize,
+                    _ => 0,
+                }
+            };
+            let most = schedule
+                .queues
+                .iter()
+                .map(|q| q.iter().map(|&t| rows_of(&kernel.graph.groups[resolved.group_of(t)].name)).sum::<usize>())
+                .max()
+                .unwrap();
+            let fewest = config.vocab_size.div_ceil(16).div_ceil(132) * 16;
+            assert_eq!(most, fewest, "{preset} B = {batch}: an SM's most LM-head rows");
+        }
+    }
 }
