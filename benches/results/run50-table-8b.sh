@@ -1,9 +1,8 @@
 #!/bin/bash
-# session 42, prepared (never started): the llama-3.1-8b table on main (7645f1b; the binary also has
-# the prelude switch ET_DYNAMIC_WALK_OUT_OF_LINE, off by default, so the same CUDA) at every stamp, KV 1024 and
+# session 42, prepared (never started): the llama-3.1-8b table of main (pack main as it is:
+# scripts/pack-gpu -p et-benches -p llama, trimmed to bin/llama_bench) at every stamp, KV 1024 and
 # 8192, both schedules, the baselines and PyTorch on the same card (torch.compile only at
 # B = 1: it takes a minute and a half a batch at 8b); no first-token runs (run 45 has them).
-# Packed with scripts/pack-gpu -p et-benches -p llama, trimmed to bin/llama_bench.
 G=.gpu
 tar xJf $G/pack.tar.xz -C $G
 t0=$(date +%s)
