@@ -100,8 +100,17 @@ __device__ __forceinline__ bool vec_rows(const void* p, long long row_stride, lo
 // Eight bf16 of a row, `row[c * stride]` for c in [k, k + 8), zero past `n`, read one at
 // a time: the slow path of `load8`. The loop stays rolled so that each call site costs a
 // few instructions, not eight loads with their checks (it runs only at a row's tail or on
-// tiles that cannot take 16-byte loads).
-__device__ __forceinline__ uint4 load8_slow(const et::bf16* row, int k, int n, long long stride) {
+// tiles that cannot take 16-byte loads). With -DET_LOAD8_SLOW_NOINLINE=1 it is one
+// function per op instead, called: less code a layer (RESULTS run 51), some spills.
+#ifndef ET_LOAD8_SLOW_NOINLINE
+#define ET_LOAD8_SLOW_NOINLINE 0
+#endif
+#if ET_LOAD8_SLOW_NOINLINE
+__device__ __noinline__
+#else
+__device__ __forceinline__
+#endif
+uint4 load8_slow(const et::bf16* row, int k, int n, long long stride) {
     unsigned long long lo = 0, hi = 0;
 #pragma unroll 1
     for (int i = 0; i < 8 && k + i < n; ++i) {
