@@ -22,7 +22,14 @@ pub struct RawTensor {
 impl RawTensor {
     /// A contiguous row-major tensor at `addr`.
     pub fn new(addr: u64, dtype: DType, shape: &[usize]) -> Self {
-        let strides = signed(&crate::tensor::row_major_strides(shape));
+        // the strides of `row_major_strides`, without its intermediate vector: a launch
+        // makes one of these per tensor argument, and allocations are most of their cost
+        let mut strides = vec![0i64; shape.len()];
+        let mut step = 1usize;
+        for (k, &extent) in shape.iter().enumerate().rev() {
+            strides[k] = i64::try_from(step).unwrap_or(i64::MAX);
+            step = step.saturating_mul(extent);
+        }
         RawTensor { addr, dtype, shape: signed(shape), strides }
     }
 
@@ -47,4 +54,21 @@ impl RawTensor {
 /// extent past `i64` is then one that resolution reports as too large, not a negative one.
 pub(crate) fn signed(values: &[usize]) -> Vec<i64> {
     values.iter().map(|&v| i64::try_from(v).unwrap_or(i64::MAX)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_tensor_has_the_row_major_strides_saturated() {
+        for shape in [&[][..], &[7], &[3, 5], &[2, 0, 4], &[128, 1024, 64], &[usize::MAX, 2, 3], &[3, usize::MAX, 2]] {
+            let raw = RawTensor::new(0, DType::F32, shape);
+            assert_eq!(raw.strides, signed(&crate::tensor::row_major_strides(shape)), "{shape:?}");
+            assert_eq!(raw.shape, signed(shape));
+            if shape.iter().all(|&e| e < 1 << 40) {
+                assert!(raw.is_row_major(), "{shape:?}");
+            }
+        }
+    }
 }

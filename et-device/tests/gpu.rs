@@ -426,6 +426,13 @@ fn a_view_swapped_out_of_its_borrow_is_still_rejected_as_an_alias() {
     let mut c = rows.reshape_mut(&[32]).unwrap();
     let err = split_row_sum::launch(&gpu, &a, &mut escaped, &mut c).unwrap_err().to_string();
     assert!(err.contains("`part` is written and shares memory with tensor `c`"), "{err}");
+    // the check runs once per set of tensors: a rejected set is not kept, so it is
+    // rejected again, after a good set was launched on the same state too
+    let mut part = gpu.poisoned::<f32>(&[32, 4]).unwrap();
+    let mut good = gpu.poisoned::<f32>(&[32]).unwrap();
+    split_row_sum::launch(&gpu, &a, &mut part, &mut good).unwrap();
+    let again = split_row_sum::launch(&gpu, &a, &mut escaped, &mut c).unwrap_err().to_string();
+    assert_eq!(again, err);
 }
 
 #[test]
