@@ -52,16 +52,54 @@ pub(crate) struct GraphState {
     /// launch depend on the launch's data (`GraphSpec::resets_per_launch`), adjacent
     /// ranges merged.
     pub resets: Vec<Range<usize>>,
-    /// The tensors of the last launches, most recent first, and the `EtArgs` block packed
-    /// for each: a launch over the same tensors (a decode step over its persistent
-    /// buffers) reuses its block. A decoder alternates between two sets (each step writes
-    /// the next one's ids and positions), so one block missed at every step, and packing
-    /// took 6-8 us of a launch's host time (RESULTS run 52).
-    packed: Vec<(Vec<RawTensor>, Vec<u8>)>,
+    /// The `EtArgs` blocks of the last launches' tensors.
+    packed: PackedSets,
 }
 
-/// The tensor sets whose packed `EtArgs` a state keeps.
-const PACKED_SETS: usize = 4;
+/// The `EtArgs` blocks packed for the last few sets of tensors launched on one state, most
+/// recent first: a launch over the same tensors (a decode step over its persistent
+/// buffers) reuses its block. A decoder alternates between two sets (each step writes the
+/// next one's ids and positions), so keeping one block missed at every step, and packing
+/// took 6-8 us of a launch's host time (RESULTS run 52).
+pub(crate) struct PackedSets {
+    sets: Vec<(Vec<RawTensor>, Vec<u8>)>,
+}
+
+impl PackedSets {
+    /// The sets kept.
+    pub const KEPT: usize = 4;
+
+    pub fn new() -> Self {
+        PackedSets { sets: Vec::new() }
+    }
+
+    /// The tensors of the set used last (none before the first).
+    pub fn last(&self) -> &[RawTensor] {
+        self.sets.first().map_or(&[], |(args, _)| args.as_slice())
+    }
+
+    /// The block of `args`: the kept one, or, for a set not kept, `pack`'s once `check`
+    /// passes. What `check` judges must depend only on the tensors (and what the owner
+    /// keeps fixed), since a kept set is not checked again. A failed check or packing
+    /// leaves the kept sets as they were.
+    pub fn get_or_pack(
+        &mut self,
+        args: &[RawTensor],
+        check: impl FnOnce() -> Result<(), Error>,
+        pack: impl FnOnce() -> Result<Vec<u8>, Error>,
+    ) -> Result<&[u8], Error> {
+        let set = match self.sets.iter().position(|(kept, _)| kept.as_slice() == args) {
+            Some(i) => self.sets.remove(i),
+            None => {
+                check()?;
+                (args.to_vec(), pack()?)
+            }
+        };
+        self.sets.truncate(Self::KEPT - 1);
+        self.sets.insert(0, set);
+        Ok(&self.sets[0].1)
+    }
+}
 
 fn device_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| Error::Device(format!("{what}: {e:?}"))
@@ -166,7 +204,7 @@ impl GraphState {
             args,
             layout,
             resets,
-            packed: Vec::new(),
+            packed: PackedSets::new(),
             resolved,
             _spec: spec,
         })
@@ -204,28 +242,83 @@ impl GraphState {
     /// The tensors of the last launch on this state (the shapes every launch on it has),
     /// for an abort's message.
     pub fn last_args(&self) -> &[RawTensor] {
-        self.packed.first().map_or(&[], |(args, _)| args.as_slice())
+        self.packed.last()
     }
 
     /// The `EtArgs` block of a launch over `args`, packed by the ABI's layout (the last
-    /// [`PACKED_SETS`] sets of tensors keep theirs). `check` judges a set not kept: what
-    /// it checks must depend only on the tensors and this state's graph, since a kept set
-    /// is not checked again.
+    /// [`PackedSets::KEPT`] sets of tensors keep theirs). `check` judges a set not kept:
+    /// what it checks must depend only on the tensors and this state's graph, since a kept
+    /// set is not checked again.
     pub fn kernel_args(
         &mut self,
         args: &[RawTensor],
         check: impl FnOnce() -> Result<(), Error>,
     ) -> Result<&[u8], Error> {
-        let set = match self.packed.iter().position(|(kept, _)| kept.as_slice() == args) {
-            Some(i) => self.packed.remove(i),
-            None => {
-                // a failed check or packing keeps the sets as they were
-                check()?;
-                (args.to_vec(), self.layout.pack(&self.args.with_tensors(args)?)?)
-            }
-        };
-        self.packed.truncate(PACKED_SETS - 1);
-        self.packed.insert(0, set);
-        Ok(&self.packed[0].1)
+        let (layout, base) = (&self.layout, &self.args);
+        self.packed.get_or_pack(args, check, || layout.pack(&base.with_tensors(args)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use et_core::DType;
+
+    fn set(addr: u64) -> Vec<RawTensor> {
+        vec![RawTensor::new(addr, DType::F32, &[4, 8]), RawTensor::new(addr + 0x1000, DType::I32, &[4])]
+    }
+
+    #[test]
+    fn alternating_sets_are_packed_and_checked_once_each() {
+        let mut sets = PackedSets::new();
+        let (mut checks, mut packs) = (0, 0);
+        for step in 0..10u64 {
+            let args = set(0x10000 * (1 + step % 2));
+            let block = sets
+                .get_or_pack(
+                    &args,
+                    || {
+                        checks += 1;
+                        Ok(())
+                    },
+                    || {
+                        packs += 1;
+                        Ok(vec![(step % 2) as u8])
+                    },
+                )
+                .unwrap()
+                .to_vec();
+            assert_eq!(block, [(step % 2) as u8], "each set keeps its own block");
+            assert_eq!(sets.last(), args.as_slice());
+        }
+        assert_eq!((checks, packs), (2, 2));
+    }
+
+    #[test]
+    fn a_set_that_fails_is_not_kept_and_the_oldest_set_goes_first() {
+        let mut sets = PackedSets::new();
+        let ok = || Ok(());
+        let pack = || Ok(vec![0u8]);
+        sets.get_or_pack(&set(0x10000), ok, pack).unwrap();
+        let refused = || Err(Error::Shape("aliased".into()));
+        assert!(sets.get_or_pack(&set(0x20000), refused, pack).is_err());
+        assert!(sets.get_or_pack(&set(0x20000), refused, pack).is_err(), "checked again");
+        assert!(sets.get_or_pack(&set(0x20000), ok, || Err(Error::Shape("no".into()))).is_err());
+        assert_eq!(sets.last(), set(0x10000).as_slice(), "failures leave the kept sets as they were");
+        // KEPT more sets push the first out: it is checked and packed again
+        for i in 0..PackedSets::KEPT as u64 {
+            sets.get_or_pack(&set(0x100000 * (i + 1)), ok, pack).unwrap();
+        }
+        let mut checked = false;
+        sets.get_or_pack(
+            &set(0x10000),
+            || {
+                checked = true;
+                Ok(())
+            },
+            pack,
+        )
+        .unwrap();
+        assert!(checked);
     }
 }
