@@ -46,6 +46,11 @@ impl<K, V> Lru<K, V> {
         Ok((v, hit))
     }
 
+    /// The most recently used key, if any.
+    pub fn newest_key(&self) -> Option<&K> {
+        self.entries.last().map(|(k, _)| k)
+    }
+
     /// Whether a key equals `probe` (the order of use stays as it is).
     pub fn contains<Q: ?Sized>(&self, probe: &Q) -> bool
     where

@@ -12,6 +12,8 @@ use et_core::graph::schedule::{DynamicPlan, EARLY_LEVELS, EarlyBatches, Placemen
 use et_core::graph::{GraphSpec, Resolved, ScheduleKind};
 use et_core::{Error, RawTensor};
 
+use crate::cache::Lru;
+
 /// Device buffers for one resolved graph under one schedule and grid: the tables the
 /// kernel reads, its counters, and the epoch that makes a counter reset unnecessary.
 pub(crate) struct GraphState {
@@ -62,7 +64,7 @@ pub(crate) struct GraphState {
 /// next one's ids and positions), so keeping one block missed at every step, and packing
 /// took 6-8 us of a launch's host time (RESULTS run 52).
 pub(crate) struct PackedSets {
-    sets: Vec<(Vec<RawTensor>, Vec<u8>)>,
+    sets: Lru<Vec<RawTensor>, Vec<u8>>,
 }
 
 impl PackedSets {
@@ -70,12 +72,12 @@ impl PackedSets {
     pub const KEPT: usize = 4;
 
     pub fn new() -> Self {
-        PackedSets { sets: Vec::new() }
+        PackedSets { sets: Lru::new(Self::KEPT) }
     }
 
     /// The tensors of the set used last (none before the first).
     pub fn last(&self) -> &[RawTensor] {
-        self.sets.first().map_or(&[], |(args, _)| args.as_slice())
+        self.sets.newest_key().map_or(&[], |args| args.as_slice())
     }
 
     /// The block of `args`: the kept one, or, for a set not kept, `pack`'s once `check`
@@ -88,16 +90,11 @@ impl PackedSets {
         check: impl FnOnce() -> Result<(), Error>,
         pack: impl FnOnce() -> Result<Vec<u8>, Error>,
     ) -> Result<&[u8], Error> {
-        let set = match self.sets.iter().position(|(kept, _)| kept.as_slice() == args) {
-            Some(i) => self.sets.remove(i),
-            None => {
-                check()?;
-                (args.to_vec(), pack()?)
-            }
-        };
-        self.sets.truncate(Self::KEPT - 1);
-        self.sets.insert(0, set);
-        Ok(&self.sets[0].1)
+        let (block, _) = self.sets.get_or_try_insert(args, || {
+            check()?;
+            Ok::<_, Error>((args.to_vec(), pack()?))
+        })?;
+        Ok(block)
     }
 }
 
