@@ -425,8 +425,12 @@ impl Backend for Cuda {
             Ok::<_, Error>((probe.to_key(), state))
         })?;
 
-        if schedule == ScheduleKind::Dynamic {
+        // the ready queue is zeroed after each launch (below), while the kernel runs; a
+        // launch that ran without it being queued after (a failed event record) leaves it
+        // for here
+        if schedule == ScheduleKind::Dynamic && !state.queue_zeroed {
             self.stream.memset_zeros(&mut state.dyn_state).map_err(device_err("resetting the ready queue"))?;
+            state.queue_zeroed = true;
         }
         // a traced launch's words start at zero: a task that does not run in it (inactive
         // under the dynamic schedule) must not show an earlier launch's times
@@ -476,10 +480,18 @@ impl Backend for Cuda {
         .map_err(device_err("launching the megakernel"))?;
         let submitted = Instant::now();
         state.epoch = epoch;
+        state.queue_zeroed &= schedule == ScheduleKind::Static;
         if let Err(e) = end.record(&self.stream) {
             // the kernel runs untracked: wait for it before its status word and module go
             let _ = self.stream.synchronize();
             return Err(device_err("recording an event")(e));
+        }
+        if schedule == ScheduleKind::Dynamic {
+            // zeroes the ready queue for the next launch now, in stream order after this
+            // one and outside its timed span: the host's 3-8 us of the memset pass while
+            // the kernel runs, where before the launch they were host time of every step
+            // (RESULTS run 53). If it cannot be queued, the next launch zeroes it first.
+            state.queue_zeroed = self.stream.memset_zeros(&mut state.dyn_state).is_ok();
         }
         let report = LaunchReport {
             backend: self.describe(),
@@ -630,7 +642,8 @@ impl Cuda {
             Abort::decode(&rec).into_error(state.resolved(), args, launch.ops, launch.watchdog, counters, launch.epoch)
         };
         let error = read(state).unwrap_or_else(|e| e);
-        // the counters are part-way through a launch: start a fresh epoch
+        // the counters are part-way through a launch: start a fresh epoch (the ready
+        // queue was zeroed after the launch, in stream order)
         let reset = self
             .stream
             .memset_zeros(&mut state.counters)

@@ -31,6 +31,9 @@ pub(crate) struct GraphState {
     pub epoch: u32,
     pub counters: CudaSlice<u32>,
     pub dyn_state: CudaSlice<u32>,
+    /// Whether `dyn_state` is zero for the next launch, or a memset that zeroes it is
+    /// queued on the stream: a dynamic launch queues one after its kernel.
+    pub queue_zeroed: bool,
     pub trace: CudaSlice<u64>,
     pub abort_flag: CudaSlice<u32>,
     pub error_record: CudaSlice<u32>,
@@ -184,6 +187,7 @@ impl GraphState {
             epoch: 0,
             counters: stream.alloc_zeros::<u32>((r.n_elements as usize).max(1)).map_err(&alloc)?,
             dyn_state: stream.alloc_zeros::<u32>(et_core::abi::dyn_state_words(r.n_tasks)).map_err(&alloc)?,
+            queue_zeroed: true,
             trace: stream
                 .alloc_zeros::<u64>(et_core::abi::TRACE_WORDS * (r.n_tasks as usize).max(1))
                 .map_err(&alloc)?,

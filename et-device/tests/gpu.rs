@@ -157,17 +157,22 @@ fn a_launch_prepared_on_another_thread_finds_its_module_and_task_graph() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn repeated_launches_need_no_counter_reset() {
+fn repeated_launches_need_no_counter_or_queue_reset() {
     let gpu = gpu();
     let a = Tensor::<f32>::random(&[64 * 32, 128], 5);
     let da = gpu.upload(&a).unwrap();
-    let mut part = gpu.poisoned::<f32>(&[64 * 32, 4]).unwrap();
-    let mut c = gpu.poisoned::<f32>(&[64 * 32]).unwrap();
     let want = splitk::row_sum_reference(&a);
-    for _ in 0..50 {
-        split_row_sum::launch(&gpu, &da, &mut part, &mut c).unwrap();
-        assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
-        c = gpu.poisoned::<f32>(&[64 * 32]).unwrap();
+    // the event counters count on across launches (epochs); the dynamic schedule's ready
+    // queue is zeroed after each launch, for the next
+    for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+        let opts = LaunchOptions { schedule: Some(schedule), ..Default::default() };
+        let mut part = gpu.poisoned::<f32>(&[64 * 32, 4]).unwrap();
+        for i in 0..50 {
+            let mut c = gpu.poisoned::<f32>(&[64 * 32]).unwrap();
+            split_row_sum::launch_with(&gpu, &opts, &da, &mut part, &mut c).unwrap();
+            let err = relative_error(&gpu.download(&c).unwrap(), &want);
+            assert!(err < 1e-5, "{schedule:?}, launch {i}: error {err}");
+        }
     }
 }
 
@@ -445,6 +450,14 @@ fn the_backend_can_be_shared_between_threads() {
 #[ignore = "needs a CUDA GPU"]
 fn deferred_launches_run_in_order_and_settle_with_their_times() {
     let gpu = gpu();
+    // back to back on one state: under the dynamic schedule each launch finds the ready
+    // queue zeroed by the memset queued after the one before it
+    for schedule in [ScheduleKind::Static, ScheduleKind::Dynamic] {
+        deferred_launches_under(&gpu, schedule);
+    }
+}
+
+fn deferred_launches_under(gpu: &Cuda, schedule: ScheduleKind) {
     let (rows, launches) = (64 * 32, 100);
     let a = Tensor::<f32>::random(&[rows, 128], 6);
     let da = gpu.upload(&a).unwrap();
@@ -455,10 +468,15 @@ fn deferred_launches_run_in_order_and_settle_with_their_times() {
     let want = splitk::row_sum_reference(&a);
     // SAFETY: every tensor launched lives until `settle` below, and only this backend's
     // operations touch them meanwhile.
-    let deferred = LaunchOptions { defer: Some(unsafe { Deferral::new() }), trace: None, ..Default::default() };
+    let deferred = LaunchOptions {
+        defer: Some(unsafe { Deferral::new() }),
+        trace: None,
+        schedule: Some(schedule),
+        ..Default::default()
+    };
     // more launches than may be in flight at once: the oldest are settled on the way
     for k in 0..launches {
-        let report = split_row_sum::launch_with(&gpu, &deferred, &da, &mut part, &mut c).unwrap();
+        let report = split_row_sum::launch_with(gpu, &deferred, &da, &mut part, &mut c).unwrap();
         assert!(!report.completed && report.elapsed.is_zero(), "launch {k}: {report:?}");
         // stream order: the copy sees this launch's sums, the poison lands after the copy
         gpu.copy_into(&c, &mut log, k * rows).unwrap();
@@ -471,14 +489,14 @@ fn deferred_launches_run_in_order_and_settle_with_their_times() {
     let log = gpu.download(&log).unwrap();
     for (k, sums) in log.as_slice().chunks(rows).enumerate() {
         let got = Tensor::from_vec(&[rows], sums.to_vec()).unwrap();
-        assert!(relative_error(&got, &want) < 1e-5, "launch {k}");
+        assert!(relative_error(&got, &want) < 1e-5, "{schedule:?}: launch {k}");
     }
     // a download settles the launches before it: its data is theirs
-    split_row_sum::launch_with(&gpu, &deferred, &da, &mut part, &mut c).unwrap();
+    split_row_sum::launch_with(gpu, &deferred, &da, &mut part, &mut c).unwrap();
     assert!(relative_error(&gpu.download(&c).unwrap(), &want) < 1e-5);
     assert_eq!(gpu.settle().unwrap().len(), 1);
     // a copy past the end of its destination is an error
-    let err = gpu.copy_into(&c, &mut log_tail(&gpu, rows), 1).unwrap_err();
+    let err = gpu.copy_into(&c, &mut log_tail(gpu, rows), 1).unwrap_err();
     assert!(err.to_string().contains("from element 1 on"), "{err}");
 }
 
