@@ -480,7 +480,10 @@ impl Backend for Cuda {
         .map_err(device_err("launching the megakernel"))?;
         let submitted = Instant::now();
         state.epoch = epoch;
-        state.queue_zeroed &= schedule == ScheduleKind::Static;
+        if schedule == ScheduleKind::Dynamic {
+            // the kernel uses the queue now: it is zero again only once the memset below is queued
+            state.queue_zeroed = false;
+        }
         if let Err(e) = end.record(&self.stream) {
             // the kernel runs untracked: wait for it before its status word and module go
             let _ = self.stream.synchronize();
@@ -488,9 +491,10 @@ impl Backend for Cuda {
         }
         if schedule == ScheduleKind::Dynamic {
             // zeroes the ready queue for the next launch now, in stream order after this
-            // one and outside its timed span: the host's 3-8 us of the memset pass while
-            // the kernel runs, where before the launch they were host time of every step
-            // (RESULTS run 53). If it cannot be queued, the next launch zeroes it first.
+            // one and outside its timed span: the memset's host cost passes while the
+            // kernel runs, where before the launch it was host time of every step (a
+            // dynamic launch's preparation was 4.5-8 us longer than a static one's, RESULTS
+            // run 52). If it cannot be queued, the next launch zeroes the queue first.
             state.queue_zeroed = self.stream.memset_zeros(&mut state.dyn_state).is_ok();
         }
         let report = LaunchReport {
