@@ -17,22 +17,17 @@
 //! The pieces' layout is the split ops': piece `c` of KV head `k` of sequence `b` holds
 //! the `G` query heads of that KV head in rows `((b · NKV + k) · S + c) · G + g`.
 
-use super::gemv::{PREFETCH_RECORD, for_rows, matvec_cuda, partial_bytes};
-use super::norm_gemv::{norm_chunk_rows, norm_matvec_cuda};
+use super::gemv::{for_rows, matvec_cuda};
+use super::norm_gemv::{fused_arena_bytes, norm_matvec_cuda};
 use crate::dtype::{Element, bf16};
 use crate::tile::{TileMut, TileRef};
 
 /// The arena bytes of [`attention_merge_matvec_residual`] with the `[rows, k]` weight tile
-/// `w` and the `[batch, rows]` output `y`: the prefetch record, the GEMV's partial sums for
-/// one chunk of rows, then the chunk's merged rows (`k` rounded up to 8, plus 8 elements
-/// of padding each), as the fused norm GEMVs lay them out.
+/// `w` and the `[batch, rows]` output `y`: those of the fused norm GEMVs
+/// ([`fused_arena_bytes`]), the merged rows in the place of the normalized ones.
 pub const fn merge_arena_bytes(w: &[usize], y: &[usize]) -> usize {
     match (w, y) {
-        (&[rows, k], &[batch, _]) => {
-            let chunk = norm_chunk_rows(batch, k);
-            let partials = partial_bytes(&[rows, k], &[chunk, k], 1).div_ceil(16) * 16;
-            PREFETCH_RECORD + partials + chunk * 2 * (k.div_ceil(8) * 8 + 8)
-        }
+        (&[rows, k], &[batch, _]) => fused_arena_bytes(rows, k, batch, 1),
         _ => 0,
     }
 }
@@ -115,12 +110,8 @@ __device__ void attention_merge_matvec_residual(W w, O o, M ml, long long groups
     const int S = G >= 1 && NH % G == 0 ? o.shape[0] / (B * NH) : 0;
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
-    // a prefetch earlier in the task is not read here: its copies land before the arena
-    // is reused
-    if (threadIdx.x == 0) et::arena_retire(smem);
-    __syncthreads();
     const int bc = SC >= 1 ? SC : norm_chunk_rows(B, K), xr = (K + 7) / 8 * 8 + 8;
-    et::bf16* xs = reinterpret_cast<et::bf16*>(smem + 128u + (matvec_partial_bytes(N, K, bc, 1) + 15u) / 16u * 16u);
+    et::bf16* xs = fused_stage<1>(ws, s0, s1, N, K, B, bc, xr, smem);
 #pragma unroll 1
     for (int b0 = 0; b0 < B; b0 += bc) {
         if (S > 0) {
