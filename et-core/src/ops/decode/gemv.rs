@@ -322,16 +322,6 @@ macro_rules! matvec_cuda {
 #ifndef ET_GEMV_WG_ONLY
 #define ET_GEMV_WG_ONLY 1
 #endif
-// Whether the fused GEMVs (a norm or an attention merge staged in the arena, then the
-// GEMV) start bulk copies of their weight rows into the arena before that prologue, where
-// the batch is one staging chunk, so that the weights stream while the prologue reads
-// the activations (`fused_stage`). The copies take what the launch's arena holds beside
-// the staged rows (llama-3.2-1b B = 1: 82 KB, the output projection's whole 16-row tile,
-// 18 of QKV's 24 rows, 9 of each of gate and up's 64). Not yet measured on a GPU (RESULTS
-// run 54): 0 until then; 1 turns it on, for side-by-side runs.
-#ifndef ET_GEMV_FUSED_COPIES
-#define ET_GEMV_FUSED_COPIES 0
-#endif
 // Whether the fused norm GEMVs (x already in shared memory) take the ring too. Off: their
 // ring's registers raised the Llama megakernels' spills (ptxas, 1B batch 1: 112 bytes
 // with it, 36 without, 48 with no ring at all), which slowed the attention more than the
@@ -506,13 +496,12 @@ __device__ __forceinline__ int matvec_prefetch_rows(int N, int K, int B, int NW,
 }
 // Starts bulk copies of the first rows of the NW weight tiles (rows of 2K bytes, 16-byte
 // aligned) into the arena and records them; thread 0 does it all and the others return.
-// `reserve`: bytes at the arena's end that the copies leave free (a fused op's staged
-// rows). Tiles that bulk copies cannot read (unaligned or strided rows) are not copied:
-// the GEMV then reads them from global memory as without a prefetch.
+// Tiles that bulk copies cannot read (unaligned or strided rows) are not copied: the GEMV
+// then reads them from global memory as without a prefetch.
 template <int NW>
 __device__ __forceinline__ void matvec_prefetch_core(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
                                                      const long long (&ws1)[NW], int N, int K, int B,
-                                                     unsigned char* smem, unsigned int reserve = 0u) {
+                                                     unsigned char* smem) {
     if (threadIdx.x != 0) return;
 #ifdef ET_GEMV_NO_PREFETCH
     // for side-by-side measurements (ET_NVRTC_OPTIONS=-DET_GEMV_NO_PREFETCH): the same
@@ -525,8 +514,7 @@ __device__ __forceinline__ void matvec_prefetch_core(const et::bf16* const (&w)[
     bool aligned = true;
 #pragma unroll
     for (int j = 0; j < NW; ++j) aligned = aligned && ws1[j] == 1 && vec_rows(w[j], ws0[j], 1);
-    const unsigned int capacity = et::arena_capacity();
-    const int rows = aligned && N > 0 && capacity > reserve ? matvec_prefetch_rows(N, K, B, NW, capacity - reserve) : 0;
+    const int rows = aligned && N > 0 ? matvec_prefetch_rows(N, K, B, NW, et::arena_capacity()) : 0;
     if (rows <= 0) return;
     const unsigned int bytes = 2u * (unsigned int)K, row = bytes + 64u;
     et::mbar_init(&pf->bar, 1);

@@ -111,7 +111,7 @@ __device__ void attention_merge_matvec_residual(W w, O o, M ml, long long groups
     const et::bf16* ws[1] = {w.ptr};
     const long long s0[1] = {w.stride[0]}, s1[1] = {w.stride[1]};
     const int bc = SC >= 1 ? SC : norm_chunk_rows(B, K), xr = (K + 7) / 8 * 8 + 8;
-    et::bf16* xs = fused_stage<1>(ws, s0, s1, N, K, B, bc, xr, smem);
+    et::bf16* xs = fused_stage<1>(N, K, bc, smem);
 #pragma unroll 1
     for (int b0 = 0; b0 < B; b0 += bc) {
         if (S > 0) {

@@ -47,8 +47,8 @@ pub const fn norm_chunk_rows(batch: usize, k: usize) -> usize {
 /// The arena bytes of a fused GEMV (a norm or an attention merge staged in the arena, then
 /// the GEMV) of `mats` `[rows, k]` weight tiles at a batch of `batch`: the prefetch
 /// record, the GEMV's partial sums for one chunk, then the chunk's staged rows (`k`
-/// rounded up to 8, plus 8 elements of padding each). The CUDA's `fused_stage` lays the
-/// arena out so (its weight copies, where on, take what the launch's arena holds beyond).
+/// rounded up to 8, plus 8 elements of padding each), as the CUDA's `fused_stage` lays
+/// them out.
 pub const fn fused_arena_bytes(rows: usize, k: usize, batch: usize, mats: usize) -> usize {
     let chunk = norm_chunk_rows(batch, k);
     let partials = partial_bytes(&[rows, k], &[chunk, k], mats).div_ceil(16) * 16;
@@ -129,28 +129,16 @@ __device__ __forceinline__ void norm_stage(const H& h, const G& g, float eps, in
     }
 }
 
-// Where a fused GEMV stages its prologue's `bc` rows (`xr` elements apart) in the arena:
-// after the GEMV's partial sums, which follow the weight rows it copies first, if any.
-// With ET_GEMV_FUSED_COPIES, where the batch is one chunk, thread 0 starts bulk copies of
-// as many of the NW weight tiles' rows as fit beside the staged rows
-// (`matvec_prefetch_core`), so that the weights stream from memory while the prologue
-// (the norm, the merge) reads the activations, and the GEMV reads those rows from the
-// arena. A prefetch earlier in the task is not read: its copies land before the arena is
-// reused. Ends with a CTA barrier. `fused_arena_bytes` in norm_gemv.rs sizes the arena.
+// Where a fused GEMV (a norm or an attention merge staged in the arena, then the GEMV)
+// stages its prologue's rows: after the prefetch record and the GEMV's partial sums for
+// `bc` rows of NW tiles. Retires the arena first (a prefetch earlier in the task is not
+// read: its copies land before the arena is reused) and ends with a CTA barrier.
+// `fused_arena_bytes` (above) sizes the arena so.
 template <int NW>
-__device__ __forceinline__ et::bf16* fused_stage(const et::bf16* const (&w)[NW], const long long (&ws0)[NW],
-                                                 const long long (&ws1)[NW], int N, int K, int B, int bc, int xr,
-                                                 unsigned char* smem) {
-    if (threadIdx.x == 0) {
-        et::arena_retire(smem);
-        // the staged rows stay free, and 16 bytes for the partial sums' alignment
-        if (ET_GEMV_FUSED_COPIES && bc >= B)
-            matvec_prefetch_core<NW>(w, ws0, ws1, N, K, bc, smem, 2u * (unsigned int)(bc * xr) + 16u);
-    }
+__device__ __forceinline__ et::bf16* fused_stage(int N, int K, int bc, unsigned char* smem) {
+    if (threadIdx.x == 0) et::arena_retire(smem);
     __syncthreads();
-    const MatvecPrefetch* pf = reinterpret_cast<const MatvecPrefetch*>(smem);
-    const unsigned int at = ET_GEMV_FUSED_COPIES && pf->tiles != 0u ? pf->end : 128u;
-    return reinterpret_cast<et::bf16*>(smem + at + (matvec_partial_bytes(N, K, bc, NW) + 15u) / 16u * 16u);
+    return reinterpret_cast<et::bf16*>(smem + 128u + (matvec_partial_bytes(N, K, bc, NW) + 15u) / 16u * 16u);
 }
 
 // The GEMV of NW weight tiles over rms_norm(h, g): stages the normalized rows in the arena
@@ -163,7 +151,7 @@ __device__ __forceinline__ void norm_matvec_core(const et::bf16* const (&w)[NW],
     __shared__ float red[32];
     constexpr int SC = SB >= 1 && SK >= 0 ? norm_chunk_rows(SB, SK) : -1;
     const int B = h.shape[0], bc = SC >= 1 ? SC : norm_chunk_rows(B, K), xr = (K + 7) / 8 * 8 + 8;
-    et::bf16* xs = fused_stage<NW>(w, ws0, ws1, N, K, B, bc, xr, smem);
+    et::bf16* xs = fused_stage<NW>(N, K, bc, smem);
     const bool vec = vec_rows(h.ptr, h.stride[0], h.stride[1]) && vec_rows(g.ptr, 0, g.stride[0]);
 #pragma unroll 1
     for (int b0 = 0; b0 < B; b0 += bc) {
