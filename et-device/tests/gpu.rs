@@ -285,7 +285,7 @@ fn an_index_value_changed_on_the_device_is_a_named_error_not_an_out_of_bounds_ac
     // the CUDA of `moe_gather` with `route[1, 0]` overwriting `topk[1, 0]` with 99 (of
     // 4 experts) before reading it, as a task of the same launch could.
     let mut stale = moe_gather::KERNEL.clone();
-    let signal = "    __syncthreads();\n    {\n        et::SignalBatch et_signals;\n    {\n        { const long long el = args.event_offset[0]";
+    let signal = "    __syncthreads();\n    {\n        et::SignalBatch& et_signals = et_tail;\n    {\n        { const long long el = args.event_offset[0]";
     assert!(stale.cuda.body.contains(signal));
     let write = "    if (v_t == 1 && v_k == 0 && threadIdx.x == 0) *(volatile unsigned int*)((unsigned int*)args.t[0].ptr + 2) = 99u;\n";
     stale.cuda.body = Cow::Owned(stale.cuda.body.replacen(signal, &format!("{write}{signal}"), 1));

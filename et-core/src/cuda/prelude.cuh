@@ -522,7 +522,7 @@ struct Ctx {
 
     // Signals one element of a signal statement; every thread of the CTA calls it, after a
     // CTA barrier that follows the task's writes, and the statement ends with
-    // `signal_flush(batch)`. Static: thread 0 adds, fire and forget. Dynamic: the add must
+    // `signal_flush(batch)` (the task's last statement: the persistent loop's). Static: thread 0 adds, fire and forget. Dynamic: the add must
     // return, to tell whether it completed the element; lane i of warp 0 adds the
     // statement's i-th element, so up to 32 adds are in flight together instead of one
     // round trip after another, and `signal_flush` judges them.
@@ -869,7 +869,8 @@ struct ScalarArg {
 };
 
 // The persistent loop of a megakernel: every CTA takes tasks until none is left and runs
-// each through `dispatch(ctx, group, indices)` (the generated switch over tile groups).
+// each through `dispatch(ctx, group, indices, tail)` (the generated switch over tile
+// groups), then flushes the signals that the task's last statement left in `tail`.
 // `task_shift` is ET_TASK_SHIFT (from the kernel's EtArgs declaration).
 template <class Dispatch>
 __device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* args, int n_groups, int task_shift,
@@ -895,7 +896,11 @@ __device__ __forceinline__ void persistent_loop(const Runtime& rt, const void* a
         long long v[ET_MAX_RANK];
         const int g = ctx.decode(task, v);
         ctx.trace_begin(ctx.task);
-        dispatch(ctx, g, v);
+        // the batch of the task's last statement when it is a signal: flushed here, so that
+        // the dynamic schedule's consumer walk is inlined once, not once a group
+        SignalBatch tail;
+        dispatch(ctx, g, v, tail);
+        ctx.signal_flush(tail);
         if (threadIdx.x == 0) arena_retire(arena);
         __syncthreads();
         if (s_abort) return;
