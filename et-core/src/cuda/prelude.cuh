@@ -628,7 +628,7 @@ struct Ctx {
     // known) and its pending counter is pushed out of reach, so that no later completion
     // releases it. Of the ready ones, the first runs here next (thread 0's local slot) when
     // the slot is free; the others get ring slots from one claim per round.
-    // Inlined at every signal statement (out of line it was slower still: RESULTS run 18).
+    // Inlined where a batch is judged; out of line it was slower still (RESULTS run 18).
     __device__ void complete(unsigned int begin, unsigned int end) {
         const unsigned int lane = threadIdx.x;
         unsigned int* pending_done = rt.dyn_state + 4 + 2 * rt.n_tasks;
