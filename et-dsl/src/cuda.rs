@@ -133,15 +133,14 @@ pub fn body(a: &Analyzed, threads: u32) -> TokenStream {
                     // flushes after the group returns: the dynamic schedule's consumer walk,
                     // inlined at every flush, is then compiled once for all those groups
                     // rather than once a group (4–5 KB of SASS each).
-                    if i + 1 == lg.stmts.len() {
-                        t.push("    {\n        et::SignalBatch& et_signals = et_tail;\n");
-                        t.push(&access_loops(spec, acc, &vars, dims, &action));
-                        t.push("    }\n");
+                    let tail = i + 1 == lg.stmts.len();
+                    t.push(if tail {
+                        "    {\n        et::SignalBatch& et_signals = et_tail;\n"
                     } else {
-                        t.push("    {\n        et::SignalBatch et_signals;\n");
-                        t.push(&access_loops(spec, acc, &vars, dims, &action));
-                        t.push("        ctx.signal_flush(et_signals);\n    }\n");
-                    }
+                        "    {\n        et::SignalBatch et_signals;\n"
+                    });
+                    t.push(&access_loops(spec, acc, &vars, dims, &action));
+                    t.push(if tail { "    }\n" } else { "        ctx.signal_flush(et_signals);\n    }\n" });
                 }
                 LoweredStmt::Op { func, args, span } => {
                     t.line(*span);

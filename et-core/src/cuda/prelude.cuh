@@ -520,10 +520,10 @@ struct Ctx {
         return wait_done(threadIdx.x == 0 ? poll(element, count) : true);
     }
 
-    // Signals one element of a signal statement; every thread of the CTA calls it, after a
-    // CTA barrier that follows the task's writes, and the statement ends with
-    // `signal_flush(batch)` (the task's last statement: the persistent loop's). Static: thread 0 adds, fire and forget. Dynamic: the add must
-    // return, to tell whether it completed the element; lane i of warp 0 adds the
+    // Signals one element of a signal statement; every thread of the CTA calls it after a
+    // CTA barrier that follows the task's writes; the statement (a group's last: the loop)
+    // ends with `signal_flush(batch)`. Static: thread 0 adds, fire and forget. Dynamic: the
+    // add must return, to tell whether it completed the element; lane i of warp 0 adds the
     // statement's i-th element, so up to 32 adds are in flight together instead of one
     // round trip after another, and `signal_flush` judges them.
     __device__ void signal(SignalBatch& batch, long long element, unsigned int count, bool fresh = false) {
